@@ -1,0 +1,49 @@
+// uvcl/config.hpp — engine configuration.
+//
+// A config is a JSON object; every key is optional and defaults as below.
+// Parsing is strict: an unknown key, a wrong type or an out-of-range value is
+// an InvalidConfig error naming the key path ("opencl.queues: expected an
+// integer 1..64, got \"x\""); malformed JSON reports the byte offset.
+//
+//   {
+//     "opencl": {
+//       "platform_ids": null | [i, ...],  // null/absent: all; []: none
+//       "queues": 8,                      // in-order queues per device, 1..64
+//       "window": 100,                    // micro-batch window, 1..65536
+//       "library": "/path/libOpenCL.so.1",// tried before the default names
+//       "absorb_sigabrt": false,          // install the seed's SIGABRT handler
+//       "cache_dir": null | "dir"         // on-disk program binary cache
+//     },
+//     "debug": { "backends": false, "asm": false }
+//   }
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "uvcl/status.hpp"
+
+namespace uvcl {
+
+struct Config {
+  std::optional<std::vector<std::size_t>> platform_ids;  // nullopt: all
+  unsigned queues = 8;
+  unsigned window = 100;
+  std::string library;  // empty: search the default names
+  bool absorb_sigabrt = false;
+  std::string cache_dir;  // empty: no cache
+  bool debug_backends = false;
+  bool debug_asm = false;
+};
+
+// Parses a config document. `origin` names it in messages (a file path).
+Result<Config> parse_config(std::string_view json, std::string_view origin = "config");
+// Reads and parses a file.
+Result<Config> load_config_file(const std::string& path);
+// --config FILE if given (non-empty), else $UVCL_CONFIG, else defaults.
+Result<Config> load_config(const std::string& path_or_empty);
+
+}  // namespace uvcl

@@ -1,0 +1,223 @@
+// uvcl/engine.hpp — OpenCL on every device, from one libuv loop.
+//
+// Contract:
+// - One thread. Every call is made on the loop thread and returns without
+//   waiting on a device. Results arrive through callbacks on the loop thread.
+//   As in libuv: when a call that takes a callback returns an error, the
+//   callback is never called; otherwise it is called exactly once.
+// - Launches, writes, fills and copies are fire-and-forget: they enter the
+//   device's micro-batch window and are submitted when it is full, once per
+//   loop iteration, or at a sync point (a read, a timed launch, a drain).
+//   Whatever queues they land on, results equal running every command one
+//   after another in program order.
+// - Errors at the API edge (a released buffer, a wrong argument) are returned
+//   at once. Errors that happen on the device are delivered to the next sync
+//   point of the work they concern, and to the error listener at once. A
+//   failed command poisons the buffers it would have written: later commands
+//   reading them fail with that error until the buffer is written again.
+// - Destroying the engine cancels work still in windows (its callbacks get
+//   Status::Cancelled), waits for work already on the devices (the one
+//   blocking step, at teardown), releases every OpenCL object and closes every
+//   handle. On the engine's own loop that is complete at once; on a caller's
+//   loop the handles finish closing on the caller's next uv_run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "uvcl/config.hpp"
+#include "uvcl/device_info.hpp"
+#include "uvcl/status.hpp"
+#include "uvcl/types.hpp"
+
+struct uv_loop_s;
+
+namespace uvcl {
+
+// Handles are plain ids; a stale or foreign one is an InvalidArgument error.
+struct Buffer {
+  std::uint64_t id = 0;
+  friend bool operator==(Buffer, Buffer) = default;
+};
+struct Program {
+  std::uint64_t id = 0;
+  friend bool operator==(Program, Program) = default;
+};
+struct Kernel {
+  std::uint64_t id = 0;
+  friend bool operator==(Kernel, Kernel) = default;
+};
+
+// How a kernel uses a parameter. Inferred from kernel argument info
+// (`const __global T*` and `__constant` read-only, other `__global` written,
+// `__local` local, the rest scalar) unless declared when the kernel is made.
+enum class ParamAccess { ReadOnly, Written, Scalar, Local };
+
+struct KernelParam {
+  std::string name;
+  std::string type_name;       // as the compiler reports it ("float*", "uint")
+  ParamAccess access = ParamAccess::Scalar;
+  std::size_t scalar_size = 0; // bytes for scalars; 0 when unknown
+};
+
+struct KernelArg {
+  enum class Kind { Buffer, Scalar, Local };
+  Kind kind = Kind::Scalar;
+  uvcl::Buffer buffer;
+  uvcl::Scalar scalar;
+  std::size_t local_bytes = 0;
+
+  static KernelArg of(uvcl::Buffer b) { KernelArg a; a.kind = Kind::Buffer; a.buffer = b; return a; }
+  static KernelArg of(uvcl::Scalar s) { KernelArg a; a.kind = Kind::Scalar; a.scalar = s; return a; }
+  template <class T>
+  static KernelArg value(T v) { return of(uvcl::Scalar::of(v)); }
+  static KernelArg local(std::size_t bytes) { KernelArg a; a.kind = Kind::Local; a.local_bytes = bytes; return a; }
+};
+
+// One axis of the global size: a work-item count, or — as in the seed — the
+// value of a scalar launch argument times the local size of that axis.
+struct GlobalAxis {
+  std::size_t items = 0;
+  int groups_from_arg = -1;  // >= 0: index of an integer scalar argument
+
+  GlobalAxis(std::size_t n = 0) : items(n) {}  // NOLINT: {1024, 16} reads naturally
+  static GlobalAxis groups_in_arg(int arg) { GlobalAxis g; g.groups_from_arg = arg; return g; }
+};
+
+struct Launch {
+  uvcl::Kernel kernel;
+  std::vector<KernelArg> args;
+  std::vector<GlobalAxis> global;  // 1..3 axes
+  std::vector<std::size_t> local;  // empty (driver's choice) or one per axis
+  std::uint64_t tag = 0;           // echoed in the schedule record
+};
+
+struct Timing {
+  std::uint64_t device_ns = 0;  // profiling end - start
+  std::uint64_t wall_ns = 0;    // submission to observed completion
+};
+
+enum class WriteMode {
+  Copy,    // the bytes are copied into pinned staging before write() returns
+  Borrow,  // the caller keeps the bytes alive and unchanged until on_done
+};
+
+// What the scheduler decided for one command (Engine::set_schedule_recorder).
+struct ScheduleEntry {
+  std::uint64_t id = 0;
+  const char* op = "";  // "launch" | "write" | "read" | "copy" | "fill"
+  std::uint64_t tag = 0;
+  std::size_t device = 0;
+  std::uint32_t queue = 0;
+  std::vector<Buffer> reads, writes;
+  std::vector<std::uint64_t> waits;
+};
+
+struct EngineStats {
+  std::uint64_t launches = 0, writes = 0, reads = 0, copies = 0;
+  std::uint64_t bytes_to_device = 0, bytes_from_device = 0, bytes_copied = 0;
+  std::uint64_t submitted = 0, failed = 0, flushes = 0, cross_queue_waits = 0;
+  std::uint64_t in_flight = 0, pending = 0;
+  std::uint64_t live_buffers = 0;
+};
+
+using DoneCallback = std::function<void(Result<void>)>;
+using ReadCallback = std::function<void(Result<std::span<const std::byte>>)>;
+using TimingCallback = std::function<void(Result<Timing>)>;
+using BuildCallback = std::function<void(Result<void>)>;
+using ErrorListener = std::function<void(const Error&)>;
+
+class Engine {
+ public:
+  // Loads OpenCL, enumerates devices, creates one context and
+  // config.queues in-order queues per device. loop == nullptr: the engine
+  // creates and owns a loop.
+  static Result<std::unique_ptr<Engine>> create(const Config& config, uv_loop_s* loop = nullptr);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  uv_loop_s* loop() const;
+  std::size_t device_count() const;
+  const DeviceInfo& device(std::size_t index) const;  // index < device_count()
+  bool device_lost(std::size_t index) const;
+
+  // --- memory ---------------------------------------------------------
+  Result<Buffer> allocate(std::size_t device, std::size_t bytes);
+  Result<void> retain(Buffer b);
+  // At zero references the buffer is Dying: freed once its last uses
+  // complete. Never drains a queue.
+  Result<void> release(Buffer b);
+  Result<std::size_t> buffer_size(Buffer b) const;
+  std::uint64_t free_bytes(std::size_t device) const;
+
+  // --- transfers (all asynchronous and hazard-tracked) ----------------
+  Result<void> write(Buffer dst, std::size_t offset, std::span<const std::byte> src,
+                     WriteMode mode = WriteMode::Copy, DoneCallback on_done = {});
+  // Fills `bytes` bytes at `offset` with a repeated pattern (1..128 bytes,
+  // a power of two; offset and size multiples of it).
+  Result<void> fill(Buffer dst, std::span<const std::byte> pattern, std::size_t offset, std::size_t bytes,
+                    DoneCallback on_done = {});
+  // A sync point: waits for the buffer's last writer only. The span passed to
+  // on_data points into pinned staging and is valid during the callback.
+  Result<void> read(Buffer src, std::size_t offset, std::size_t bytes, ReadCallback on_data);
+  // Same device: clEnqueueCopyBuffer. Across devices or platforms: staged
+  // through pinned host memory in chunks, so reading and writing overlap.
+  Result<void> copy(Buffer src, std::size_t src_offset, Buffer dst, std::size_t dst_offset, std::size_t bytes,
+                    DoneCallback on_done = {});
+
+  // --- programs -------------------------------------------------------
+  // Builds OpenCL C for a device with -cl-finite-math-only
+  // -cl-no-signed-zeros -cl-mad-enable -cl-kernel-arg-info plus `options`.
+  // The handle is valid at once; on_built reports success or a
+  // KernelCompilation error carrying the build log.
+  Result<Program> compile(std::size_t device, const std::string& source, const std::string& options,
+                          BuildCallback on_built);
+  // Requires a built program. A missing entry point is an error naming it.
+  // `declared`, if non-empty, gives every parameter's access explicitly.
+  Result<Kernel> kernel(Program p, const std::string& entry, std::vector<ParamAccess> declared = {});
+  Result<std::vector<KernelParam>> kernel_params(Kernel k) const;
+  // Releases take effect once no launch in flight uses the object.
+  Result<void> release(Program p);
+  Result<void> release(Kernel k);
+
+  // --- launches -------------------------------------------------------
+  Result<void> launch(const Launch& l);
+  // Runs the kernel alone once the device's earlier work is done (waiting
+  // asynchronously) and reports device and wall nanoseconds.
+  Result<void> timed_launch(const Launch& l, TimingCallback on_timed);
+  // A sync point for everything submitted so far on every device: on_done
+  // gets the first device error since the previous drain, if any.
+  void drain(DoneCallback on_done);
+
+  // --- the loop -------------------------------------------------------
+  // Non-blocking: submits windows, collects completions, runs due
+  // callbacks (uv_run NOWAIT on the engine's loop). For game loops.
+  void poll();
+  // Runs the loop until done() is true. An error if called from inside a
+  // callback run by the loop, or if nothing in flight could make done() true.
+  Result<void> run_until(const std::function<bool()>& done);
+  // Convenience: drain, run until it completes, return its result.
+  Result<void> finish();
+  // Convenience: read and run until the data is there.
+  Result<std::vector<std::byte>> read_sync(Buffer src, std::size_t offset, std::size_t bytes);
+  // Convenience: compile and run until it is built.
+  Result<Program> compile_sync(std::size_t device, const std::string& source, const std::string& options = {});
+
+  void set_error_listener(ErrorListener listener);
+  void set_schedule_recorder(std::function<void(const ScheduleEntry&)> recorder);
+  EngineStats stats() const;
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace uvcl

@@ -1,0 +1,123 @@
+// uvcl/status.hpp — errors as values.
+//
+// Contract: no exception crosses the uvcl API. Every fallible call returns a
+// Result<T>: either a value or an Error carrying a Status and a message that
+// says what went wrong and where ("opencl.queues: expected an integer 1..64,
+// got \"x\"", "clBuildProgram: CL_BUILD_PROGRAM_FAILURE ..."). Context is
+// prepended as errors travel up (Error::context).
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace uvcl {
+
+enum class Status {
+  Ok,
+  // The seed backend's set.
+  Initialization,
+  DyLibNotFound,
+  DeviceEnumeration,
+  DeviceQuery,
+  MemoryAllocation,
+  MemoryDeallocation,
+  MemoryCopyH2P,
+  MemoryCopyP2H,
+  KernelCompilation,
+  KernelLaunch,
+  KernelSync,
+  IncorrectKernelArg,
+  Deinitialization,
+  // What uvcl adds.
+  InvalidArgument,  // a bad argument at the API edge (unknown handle, bad size)
+  InvalidConfig,    // a config file that does not parse or validate
+  InvalidJob,       // a job file that does not parse or validate
+  MissingSymbol,    // the OpenCL library lacks an entry point uvcl needs
+  DeviceLost,       // the device stopped working; new work on it fails
+  Io,               // a file could not be read or written
+  Cancelled,        // the engine was destroyed before the operation finished
+};
+
+// "MemoryAllocation", "KernelCompilation", ...
+std::string_view status_name(Status s) noexcept;
+
+struct Error {
+  Status status = Status::Ok;
+  std::string message;
+
+  // Prepends "what: " to the message; returns *this for chaining.
+  Error& context(std::string_view what) {
+    message.insert(0, std::string(what) + ": ");
+    return *this;
+  }
+  // "KernelCompilation: clBuildProgram: CL_BUILD_PROGRAM_FAILURE ..."
+  std::string to_string() const;
+};
+
+inline Error make_error(Status s, std::string message) { return Error{s, std::move(message)}; }
+
+// A value or an Error. Accessing value() of an error is a programming error
+// (asserted); check ok() first.
+template <class T>
+class [[nodiscard]] Result {
+ public:
+  Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  Result(Error error) : error_(std::move(error)) { assert(error_.status != Status::Ok); }  // NOLINT
+
+  bool ok() const noexcept { return value_.has_value(); }
+  explicit operator bool() const noexcept { return ok(); }
+
+  T& value() & { assert(ok()); return *value_; }
+  const T& value() const& { assert(ok()); return *value_; }
+  T&& value() && { assert(ok()); return std::move(*value_); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+
+  const Error& error() const& { assert(!ok()); return error_; }
+  Error&& error() && { assert(!ok()); return std::move(error_); }
+  Status status() const noexcept { return ok() ? Status::Ok : error_.status; }
+
+  // Adds context to the error (if any) and passes the result on.
+  Result&& context(std::string_view what) && {
+    if (!ok()) error_.context(what);
+    return std::move(*this);
+  }
+
+ private:
+  std::optional<T> value_;
+  Error error_;
+};
+
+template <>
+class [[nodiscard]] Result<void> {
+ public:
+  Result() = default;
+  Result(Error error) : error_(std::move(error)) { assert(error_.status != Status::Ok); }  // NOLINT
+
+  bool ok() const noexcept { return error_.status == Status::Ok; }
+  explicit operator bool() const noexcept { return ok(); }
+  const Error& error() const& { assert(!ok()); return error_; }
+  Error&& error() && { assert(!ok()); return std::move(error_); }
+  Status status() const noexcept { return error_.status; }
+  Result&& context(std::string_view what) && {
+    if (!ok()) error_.context(what);
+    return std::move(*this);
+  }
+
+ private:
+  Error error_;
+};
+
+}  // namespace uvcl
+
+// Propagates an error from an expression returning Result<...>.
+#define UVCL_TRY(expr)                                      \
+  do {                                                      \
+    auto uvcl_try_result_ = (expr);                         \
+    if (!uvcl_try_result_.ok()) return std::move(uvcl_try_result_).error(); \
+  } while (0)

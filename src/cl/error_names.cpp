@@ -1,0 +1,142 @@
+// error_names.cpp — OpenCL status codes as their Khronos names.
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "cl/api.hpp"
+
+namespace uvcl::cl {
+
+// Every error code of the Khronos headers (core and extensions), as numbers:
+// several extension headers (D3D, DX9, VA-API) cannot be included on Linux,
+// yet their codes can still come back from a vendor driver. A duplicate
+// number here is a compile error in the switch below, which keeps the table
+// honest. Where two extensions share a number (the Intel and KHR DX9 media
+// sharing codes) the KHR name is used.
+#define UVCL_CL_ERROR_CODES(X) \
+  X(0, CL_SUCCESS) \
+  X(-1, CL_DEVICE_NOT_FOUND) \
+  X(-2, CL_DEVICE_NOT_AVAILABLE) \
+  X(-3, CL_COMPILER_NOT_AVAILABLE) \
+  X(-4, CL_MEM_OBJECT_ALLOCATION_FAILURE) \
+  X(-5, CL_OUT_OF_RESOURCES) \
+  X(-6, CL_OUT_OF_HOST_MEMORY) \
+  X(-7, CL_PROFILING_INFO_NOT_AVAILABLE) \
+  X(-8, CL_MEM_COPY_OVERLAP) \
+  X(-9, CL_IMAGE_FORMAT_MISMATCH) \
+  X(-10, CL_IMAGE_FORMAT_NOT_SUPPORTED) \
+  X(-11, CL_BUILD_PROGRAM_FAILURE) \
+  X(-12, CL_MAP_FAILURE) \
+  X(-13, CL_MISALIGNED_SUB_BUFFER_OFFSET) \
+  X(-14, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST) \
+  X(-15, CL_COMPILE_PROGRAM_FAILURE) \
+  X(-16, CL_LINKER_NOT_AVAILABLE) \
+  X(-17, CL_LINK_PROGRAM_FAILURE) \
+  X(-18, CL_DEVICE_PARTITION_FAILED) \
+  X(-19, CL_KERNEL_ARG_INFO_NOT_AVAILABLE) \
+  X(-30, CL_INVALID_VALUE) \
+  X(-31, CL_INVALID_DEVICE_TYPE) \
+  X(-32, CL_INVALID_PLATFORM) \
+  X(-33, CL_INVALID_DEVICE) \
+  X(-34, CL_INVALID_CONTEXT) \
+  X(-35, CL_INVALID_QUEUE_PROPERTIES) \
+  X(-36, CL_INVALID_COMMAND_QUEUE) \
+  X(-37, CL_INVALID_HOST_PTR) \
+  X(-38, CL_INVALID_MEM_OBJECT) \
+  X(-39, CL_INVALID_IMAGE_FORMAT_DESCRIPTOR) \
+  X(-40, CL_INVALID_IMAGE_SIZE) \
+  X(-41, CL_INVALID_SAMPLER) \
+  X(-42, CL_INVALID_BINARY) \
+  X(-43, CL_INVALID_BUILD_OPTIONS) \
+  X(-44, CL_INVALID_PROGRAM) \
+  X(-45, CL_INVALID_PROGRAM_EXECUTABLE) \
+  X(-46, CL_INVALID_KERNEL_NAME) \
+  X(-47, CL_INVALID_KERNEL_DEFINITION) \
+  X(-48, CL_INVALID_KERNEL) \
+  X(-49, CL_INVALID_ARG_INDEX) \
+  X(-50, CL_INVALID_ARG_VALUE) \
+  X(-51, CL_INVALID_ARG_SIZE) \
+  X(-52, CL_INVALID_KERNEL_ARGS) \
+  X(-53, CL_INVALID_WORK_DIMENSION) \
+  X(-54, CL_INVALID_WORK_GROUP_SIZE) \
+  X(-55, CL_INVALID_WORK_ITEM_SIZE) \
+  X(-56, CL_INVALID_GLOBAL_OFFSET) \
+  X(-57, CL_INVALID_EVENT_WAIT_LIST) \
+  X(-58, CL_INVALID_EVENT) \
+  X(-59, CL_INVALID_OPERATION) \
+  X(-60, CL_INVALID_GL_OBJECT) \
+  X(-61, CL_INVALID_BUFFER_SIZE) \
+  X(-62, CL_INVALID_MIP_LEVEL) \
+  X(-63, CL_INVALID_GLOBAL_WORK_SIZE) \
+  X(-64, CL_INVALID_PROPERTY) \
+  X(-65, CL_INVALID_IMAGE_DESCRIPTOR) \
+  X(-66, CL_INVALID_COMPILER_OPTIONS) \
+  X(-67, CL_INVALID_LINKER_OPTIONS) \
+  X(-68, CL_INVALID_DEVICE_PARTITION_COUNT) \
+  X(-69, CL_INVALID_PIPE_SIZE) \
+  X(-70, CL_INVALID_DEVICE_QUEUE) \
+  X(-71, CL_INVALID_SPEC_ID) \
+  X(-72, CL_MAX_SIZE_RESTRICTION_EXCEEDED) \
+  X(-1000, CL_INVALID_GL_SHAREGROUP_REFERENCE_KHR) \
+  X(-1001, CL_PLATFORM_NOT_FOUND_KHR) \
+  X(-1002, CL_INVALID_D3D10_DEVICE_KHR) \
+  X(-1003, CL_INVALID_D3D10_RESOURCE_KHR) \
+  X(-1004, CL_D3D10_RESOURCE_ALREADY_ACQUIRED_KHR) \
+  X(-1005, CL_D3D10_RESOURCE_NOT_ACQUIRED_KHR) \
+  X(-1006, CL_INVALID_D3D11_DEVICE_KHR) \
+  X(-1007, CL_INVALID_D3D11_RESOURCE_KHR) \
+  X(-1008, CL_D3D11_RESOURCE_ALREADY_ACQUIRED_KHR) \
+  X(-1009, CL_D3D11_RESOURCE_NOT_ACQUIRED_KHR) \
+  X(-1010, CL_INVALID_DX9_MEDIA_ADAPTER_KHR) \
+  X(-1011, CL_INVALID_DX9_MEDIA_SURFACE_KHR) \
+  X(-1012, CL_DX9_MEDIA_SURFACE_ALREADY_ACQUIRED_KHR) \
+  X(-1013, CL_DX9_MEDIA_SURFACE_NOT_ACQUIRED_KHR) \
+  X(-1057, CL_DEVICE_PARTITION_FAILED_EXT) \
+  X(-1058, CL_INVALID_PARTITION_COUNT_EXT) \
+  X(-1059, CL_INVALID_PARTITION_NAME_EXT) \
+  X(-1092, CL_EGL_RESOURCE_NOT_ACQUIRED_KHR) \
+  X(-1093, CL_INVALID_EGL_OBJECT_KHR) \
+  X(-1094, CL_INVALID_ACCELERATOR_INTEL) \
+  X(-1095, CL_INVALID_ACCELERATOR_TYPE_INTEL) \
+  X(-1096, CL_INVALID_ACCELERATOR_DESCRIPTOR_INTEL) \
+  X(-1097, CL_ACCELERATOR_TYPE_NOT_SUPPORTED_INTEL) \
+  X(-1098, CL_INVALID_VA_API_MEDIA_ADAPTER_INTEL) \
+  X(-1099, CL_INVALID_VA_API_MEDIA_SURFACE_INTEL) \
+  X(-1100, CL_VA_API_MEDIA_SURFACE_ALREADY_ACQUIRED_INTEL) \
+  X(-1101, CL_VA_API_MEDIA_SURFACE_NOT_ACQUIRED_INTEL) \
+  X(-1108, CL_COMMAND_TERMINATED_ITSELF_WITH_FAILURE_ARM) \
+  X(-1121, CL_CONTEXT_TERMINATED_KHR) \
+  X(-1138, CL_INVALID_COMMAND_BUFFER_KHR) \
+  X(-1139, CL_INVALID_SYNC_POINT_WAIT_LIST_KHR) \
+  X(-1140, CL_INCOMPATIBLE_COMMAND_QUEUE_KHR) \
+  X(-1141, CL_INVALID_MUTABLE_COMMAND_KHR) \
+  X(-1142, CL_INVALID_SEMAPHORE_KHR) \
+  X(0x40D4, CL_GRALLOC_RESOURCE_NOT_ACQUIRED_IMG) \
+  X(0x40D5, CL_INVALID_GRALLOC_OBJECT_IMG)
+
+const char* error_name(cl_int status) noexcept {
+  switch (status) {
+#define UVCL_CL_ERROR_CASE(code, name) \
+  case code:                           \
+    return #name;
+    UVCL_CL_ERROR_CODES(UVCL_CL_ERROR_CASE)
+#undef UVCL_CL_ERROR_CASE
+    default:
+      break;
+  }
+  // One buffer per thread: the pointer stays valid until this thread's next
+  // unknown code, long enough for call_error (which copies it) and for a
+  // caller that prints it at once.
+  static thread_local char unknown[32];
+  std::snprintf(unknown, sizeof unknown, "CL_ERROR(%d)", static_cast<int>(status));
+  return unknown;
+}
+
+Error call_error(Status status, const char* call, cl_int code) {
+  std::string message(call);
+  message += ": ";
+  message += error_name(code);
+  return Error{status, std::move(message)};
+}
+
+}  // namespace uvcl::cl

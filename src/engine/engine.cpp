@@ -1,0 +1,324 @@
+// engine.cpp — engine lifecycle, the loop side, drains.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include <unistd.h>
+
+#include "engine/engine_impl.hpp"
+
+namespace uvcl {
+
+const char* op_name(Op op) noexcept {
+  switch (op) {
+    case Op::Launch: return "launch";
+    case Op::Timed: return "launch";
+    case Op::Write: return "write";
+    case Op::Fill: return "fill";
+    case Op::Read: return "read";
+    case Op::Copy: return "copy";
+    case Op::CrossWrite: return "copy";
+  }
+  return "?";
+}
+
+namespace {
+
+// The seed's handler for ROCm's abort on context loss; only when asked.
+void absorb_sigabrt(int) {
+  static const char msg[] = "uvcl: SIGABRT absorbed (opencl.absorb_sigabrt)\n";
+  [[maybe_unused]] auto n = ::write(2, msg, sizeof msg - 1);
+}
+
+}  // namespace
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* loop) {
+  auto impl = std::make_unique<Impl>();
+  impl->config = config;
+  if (config.absorb_sigabrt) std::signal(SIGABRT, absorb_sigabrt);
+  auto lib = cl::Library::open(config.library);
+  if (!lib) return std::move(lib).error();
+  impl->library = std::move(lib.value());
+  impl->api = &impl->library->api();
+
+  if (loop == nullptr) {
+    impl->own_loop = std::make_unique<uv_loop_t>();
+    if (int rc = uv_loop_init(impl->own_loop.get()); rc != 0)
+      return Error{Status::Initialization, std::string("uv_loop_init: ") + uv_strerror(rc)};
+    loop = impl->own_loop.get();
+  }
+  impl->loop = loop;
+  auto handles = loop::Handles::open(loop, impl.get());
+  if (!handles) {
+    if (impl->own_loop) uv_loop_close(impl->own_loop.get());
+    return std::move(handles).error();
+  }
+  impl->handles = handles.value();
+  if (auto r = impl->init_devices(); !r) {
+    impl->shutdown();
+    return std::move(r).error();
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<void> Engine::Impl::init_devices() {
+  auto found = cl::enumerate_devices(*api, config.platform_ids, config.debug_backends);
+  if (!found) return std::move(found).error();
+  for (cl::Device& dev : found.value()) {
+    auto d = std::make_unique<DeviceCtx>(config.window);
+    d->dev = dev;
+    const std::string where = "device " + std::to_string(dev.info.index) + " (" + dev.info.name + ")";
+    cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(dev.platform),
+                                     0};
+    cl_int rc = CL_SUCCESS;
+    d->context = api->clCreateContext(props, 1, &dev.id, nullptr, nullptr, &rc);
+    if (rc != CL_SUCCESS) return cl::call_error(Status::Initialization, "clCreateContext", rc).context(where);
+    const unsigned n = config.queues;
+    d->load.assign(n, 0);
+    d->queues.resize(n + 2);
+    for (unsigned q = 0; q < n + 2; ++q) {
+      const cl_command_queue_properties p = q == n ? CL_QUEUE_PROFILING_ENABLE : 0;
+      d->queues[q].queue = api->clCreateCommandQueue(d->context, dev.id, p, &rc);
+      if (rc != CL_SUCCESS) {
+        devices.push_back(std::move(d));  // shutdown releases what was made
+        return cl::call_error(Status::Initialization, "clCreateCommandQueue", rc).context(where);
+      }
+    }
+    d->staging = std::make_unique<StagingPool>(*api, d->context, d->queues[d->transfer_queue()].queue);
+    if (config.debug_backends)
+      std::fprintf(stderr, "uvcl: %s: %u queues, window %u, %llu bytes global memory\n", where.c_str(), n,
+                   config.window, static_cast<unsigned long long>(dev.info.global_memory));
+    devices.push_back(std::move(d));
+  }
+  return {};
+}
+
+Engine::~Engine() {
+  if (impl_) impl_->shutdown();
+}
+
+void Engine::Impl::shutdown() {
+  // Work still in windows never ran: cancel it.
+  for (auto& d : devices) {
+    for (Command& c : d->window.take()) fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
+  }
+  // Work on the devices: the one blocking wait, at teardown.
+  for (auto& d : devices)
+    for (Queue& q : d->queues)
+      if (q.queue) api->clFinish(q.queue);
+  for (int round = 0; round < 4; ++round) {
+    collect_completions();
+    poll_crosses();
+    process_outcomes();
+  }
+  for (std::uint64_t id : building) {
+    auto it = programs.find(id);
+    if (it != programs.end() && it->second.on_built) {
+      auto cb = std::move(it->second.on_built);
+      in_user_callback(*this, [&] { cb(Error{Status::Cancelled, "engine destroyed while building"}); });
+    }
+  }
+  building.clear();
+  for (Drain& d : drains) {
+    auto cb = std::move(d.on_done);
+    if (cb) in_user_callback(*this, [&] { cb(Error{Status::Cancelled, "engine destroyed"}); });
+  }
+  drains.clear();
+  hooks.clear();
+  parked.clear();
+  for (auto& [id, x] : crosses) {
+    for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
+    for (CrossChunk& c : x.chunks) {
+      if (c.write) api->clReleaseEvent(c.write);
+      devices[x.src_device]->staging->give_back(c.staging);
+    }
+  }
+  crosses.clear();
+  for (auto& [id, b] : buffers) {
+    hazards.clear(b.hazards);
+    if (b.mem) api->clReleaseMemObject(b.mem);
+  }
+  buffers.clear();
+  for (auto& [id, e] : events)
+    if (e.event) api->clReleaseEvent(e.event);
+  events.clear();
+  for (auto& [id, k] : kernels)
+    if (k.kernel) api->clReleaseKernel(k.kernel);
+  kernels.clear();
+  for (auto& [id, p] : programs)
+    if (p.program) api->clReleaseProgram(p.program);
+  programs.clear();
+  for (auto& d : devices) {
+    d->staging.reset();
+    for (Queue& q : d->queues)
+      if (q.queue) {
+        api->clFinish(q.queue);
+        api->clReleaseCommandQueue(q.queue);
+      }
+    if (d->context) api->clReleaseContext(d->context);
+  }
+  devices.clear();
+  if (handles) {
+    handles->close();
+    handles = nullptr;
+  }
+  if (own_loop) {
+    uv_run(own_loop.get(), UV_RUN_DEFAULT);  // runs the close callbacks
+    uv_loop_close(own_loop.get());
+    own_loop.reset();
+  }
+}
+
+// --- the loop side -------------------------------------------------------
+
+void Engine::Impl::on_prepare() {
+  submit_all();
+  update_busy();
+}
+
+void Engine::Impl::on_poll() {
+  if (polling) return;
+  polling = true;
+  collect_completions();
+  poll_crosses();
+  poll_builds();
+  process_outcomes();
+  free_dying_buffers();
+  check_drains();
+  polling = false;
+  update_busy();
+}
+
+bool Engine::Impl::busy() const {
+  if (final_base < next_command || !building.empty() || !drains.empty() || !crosses.empty()) return true;
+  for (const auto& d : devices)
+    if (!d->window.empty()) return true;
+  return !dying.empty();
+}
+
+void Engine::Impl::update_busy() {
+  if (handles) handles->set_busy(busy());
+}
+
+void Engine::Impl::report(const Error& e) {
+  ++counters.failed;
+  if (!undrained_error) undrained_error = e;
+  if (error_listener) in_user_callback(*this, [&] { error_listener(e); });
+}
+
+void Engine::Impl::check_drains() {
+  for (std::size_t i = 0; i < drains.size();) {
+    if (drains[i].target >= final_base) {
+      ++i;
+      continue;
+    }
+    DoneCallback cb = std::move(drains[i].on_done);
+    drains.erase(drains.begin() + static_cast<std::ptrdiff_t>(i));
+    Result<void> r;
+    if (undrained_error) {
+      r = std::move(*undrained_error);
+      undrained_error.reset();
+    }
+    if (cb) in_user_callback(*this, [&] { cb(std::move(r)); });
+  }
+}
+
+// --- public API: the loop -------------------------------------------------
+
+uv_loop_s* Engine::loop() const { return impl_->loop; }
+std::size_t Engine::device_count() const { return impl_->devices.size(); }
+const DeviceInfo& Engine::device(std::size_t index) const { return impl_->devices.at(index)->dev.info; }
+bool Engine::device_lost(std::size_t index) const {
+  return index < impl_->devices.size() && impl_->devices[index]->state == sched::DeviceState::Lost;
+}
+
+void Engine::drain(DoneCallback on_done) {
+  impl_->submit_all();
+  impl_->drains.push_back(Drain{impl_->next_command - 1, std::move(on_done)});
+  impl_->update_busy();
+}
+
+void Engine::poll() {
+  impl_->submit_all();
+  impl_->on_poll();
+  if (impl_->in_callback == 0) uv_run(impl_->loop, UV_RUN_NOWAIT);
+  impl_->update_busy();
+}
+
+Result<void> Engine::run_until(const std::function<bool()>& done) {
+  Impl& e = *impl_;
+  if (e.in_callback > 0)
+    return Error{Status::InvalidArgument, "run_until called from inside a uvcl callback (uv_run is not re-entrant)"};
+  while (!done()) {
+    e.submit_all();
+    e.update_busy();
+    if (!e.busy() && !done())
+      return Error{Status::InvalidArgument, "run_until: nothing in flight can complete the awaited operation"};
+    ++e.in_callback;  // callbacks from the loop must not re-enter uv_run
+    uv_run(e.loop, UV_RUN_ONCE);
+    --e.in_callback;
+  }
+  return {};
+}
+
+Result<void> Engine::finish() {
+  bool done = false;
+  Result<void> result;
+  drain([&](Result<void> r) {
+    result = std::move(r);
+    done = true;
+  });
+  UVCL_TRY(run_until([&] { return done; }));
+  return result;
+}
+
+Result<std::vector<std::byte>> Engine::read_sync(Buffer src, std::size_t offset, std::size_t bytes) {
+  bool done = false;
+  std::optional<Error> error;
+  std::vector<std::byte> out;
+  UVCL_TRY(read(src, offset, bytes, [&](Result<std::span<const std::byte>> r) {
+    done = true;
+    if (!r) error = std::move(r).error();
+    else out.assign(r->begin(), r->end());
+  }));
+  UVCL_TRY(run_until([&] { return done; }));
+  if (error) return std::move(*error);
+  return out;
+}
+
+Result<Program> Engine::compile_sync(std::size_t device, const std::string& source, const std::string& options) {
+  bool done = false;
+  std::optional<Error> error;
+  auto p = compile(device, source, options, [&](Result<void> r) {
+    done = true;
+    if (!r) error = std::move(r).error();
+  });
+  if (!p) return p;
+  UVCL_TRY(run_until([&] { return done; }));
+  if (error) {
+    (void)release(p.value());
+    return std::move(*error);
+  }
+  return p;
+}
+
+void Engine::set_error_listener(ErrorListener listener) { impl_->error_listener = std::move(listener); }
+void Engine::set_schedule_recorder(std::function<void(const ScheduleEntry&)> recorder) {
+  impl_->schedule_recorder = std::move(recorder);
+}
+
+EngineStats Engine::stats() const {
+  EngineStats s = impl_->counters;
+  s.in_flight = 0;
+  s.pending = 0;
+  for (const auto& d : impl_->devices) {
+    s.pending += d->window.size();
+    for (const Queue& q : d->queues) s.in_flight += q.in_flight.size();
+  }
+  s.live_buffers = impl_->buffers.size();
+  return s;
+}
+
+}  // namespace uvcl

@@ -1,0 +1,271 @@
+// engine_impl.hpp — the Engine's internal state. One struct, one thread.
+//
+// Responsibilities are split over files: engine.cpp (lifecycle, loop,
+// drains), memory.cpp (buffers), staging.cpp (pinned host pool),
+// programs.cpp (builds, kernels, argument info), launch.cpp (launch
+// validation), submit.cpp (windows -> queues, completions, outcomes),
+// transfers.cpp (read, write, fill, copies, cross-device staging).
+#pragma once
+
+#include <array>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <uv.h>
+
+#include "cl/api.hpp"
+#include "cl/devices.hpp"
+#include "engine/staging.hpp"
+#include "loop/handles.hpp"
+#include "sched/command_graph.hpp"
+#include "sched/hazards.hpp"
+#include "sched/queue_choice.hpp"
+#include "sched/states.hpp"
+#include "sched/window.hpp"
+#include "uvcl/engine.hpp"
+
+namespace uvcl {
+
+using sched::CommandId;
+using sched::QueueIndex;
+
+enum class Op : std::uint8_t { Launch, Timed, Write, Fill, Read, Copy, CrossWrite };
+const char* op_name(Op op) noexcept;
+
+struct Access {
+  std::uint64_t buffer = 0;
+  bool read = false;
+  bool write = false;
+};
+
+// Called once per command when it is final: its outcome is known and its
+// event (if it had one) has completed. nullopt error: success.
+using FinalHook = std::function<void(CommandId, const std::optional<Error>&)>;
+
+struct Command {
+  CommandId id = 0;
+  Op op = Op::Launch;
+  std::uint64_t tag = 0;
+  std::vector<Access> accesses;
+  std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
+  // Launch / Timed
+  std::uint64_t kernel = 0;
+  std::vector<KernelArg> args;
+  std::uint32_t dims = 0;
+  std::array<std::size_t, 3> global{}, local{};
+  bool has_local = false;
+  // Transfers
+  std::size_t offset = 0, bytes = 0, src_offset = 0;
+  const void* host_src = nullptr;
+  void* host_dst = nullptr;
+  std::vector<std::byte> pattern;
+  std::uint64_t cross = 0;  // CrossCopy id
+  FinalHook on_final;
+  bool wants_callback = false;  // someone waits: ask the driver for a callback
+};
+
+struct EventEntry {
+  cl_event event = nullptr;
+  std::uint32_t refs = 0;
+  std::uint32_t device = 0;
+  QueueIndex queue = 0;
+  Op op = Op::Launch;
+  bool complete = false;
+  bool seen_done = false;  // observed done by a status query, not yet processed
+  cl_int status = CL_QUEUED;
+  std::uint64_t kernel = 0;
+  std::uint64_t tag = 0;
+  std::uint64_t submit_ns = 0;
+  std::vector<std::uint64_t> written;  // buffers it writes: poisoned if it fails
+};
+
+struct BufferRec {
+  std::uint32_t device = 0;
+  cl_mem mem = nullptr;
+  std::size_t bytes = 0;
+  std::uint32_t refs = 1;          // user references
+  std::uint32_t pending_uses = 0;  // commands still in a window
+  sched::BufferState state = sched::BufferState::Live;
+  sched::BufferHazards hazards;
+  std::optional<Error> poison;
+};
+
+struct ProgramRec {
+  enum class Build { Building, Built, Failed };
+  std::uint32_t device = 0;
+  cl_program program = nullptr;
+  Build build = Build::Building;
+  std::optional<Error> error;
+  BuildCallback on_built;
+  std::uint32_t kernels = 0;  // live kernels made from it
+  bool released = false;
+};
+
+struct KernelRec {
+  std::uint64_t program = 0;
+  std::uint32_t device = 0;
+  cl_kernel kernel = nullptr;
+  std::string name;
+  std::vector<KernelParam> params;
+  std::size_t max_work_group = 0;  // CL_KERNEL_WORK_GROUP_SIZE
+  std::uint32_t uses = 0;          // launches in windows or in flight
+  bool released = false;
+};
+
+struct Queue {
+  cl_command_queue queue = nullptr;
+  std::deque<CommandId> in_flight;  // in submission order = completion order
+  bool dirty = false;               // enqueued since the last clFlush
+};
+
+struct DeviceCtx {
+  cl::Device dev;
+  cl_context context = nullptr;
+  // [0, n) compute queues chosen by the scheduler; n: profiling queue for
+  // timed launches; n + 1: transfer queue for staged cross-device writes.
+  std::vector<Queue> queues;
+  std::vector<std::uint32_t> load;  // compute queues only
+  sched::Window<Command> window;
+  sched::DeviceState state = sched::DeviceState::Ready;
+  std::uint64_t allocated = 0;
+  std::optional<CommandId> barrier;  // a timed launch later work waits for
+  std::unique_ptr<StagingPool> staging;
+
+  explicit DeviceCtx(std::size_t window_size) : window(window_size) {}
+  QueueIndex compute_queues() const { return static_cast<QueueIndex>(load.size()); }
+  QueueIndex profiling_queue() const { return compute_queues(); }
+  QueueIndex transfer_queue() const { return compute_queues() + 1; }
+};
+
+struct CrossChunk {
+  CommandId read = 0;
+  std::size_t offset = 0, bytes = 0;  // relative to the copy
+  Staging staging;
+  cl_event write = nullptr;
+  bool read_done = false, written = false;
+};
+
+struct CrossCopy {
+  std::uint32_t src_device = 0, dst_device = 0;
+  std::uint64_t dst = 0;
+  std::size_t dst_offset = 0;
+  std::vector<CrossChunk> chunks;
+  CommandId dst_command = 0;
+  cl_event user_event = nullptr;     // owned by the dst command's EventEntry
+  std::vector<cl_event> dst_waits;   // retained: gate every chunk write
+  bool dst_submitted = false;
+  std::optional<Error> error;
+  std::size_t outstanding_writes = 0;
+};
+
+struct Drain {
+  CommandId target = 0;
+  DoneCallback on_done;
+};
+
+struct Engine::Impl final : loop::Hooks, sched::EventRefs {
+  Config config;
+  std::unique_ptr<cl::Library> library;
+  const cl::Api* api = nullptr;
+  uv_loop_t* loop = nullptr;
+  std::unique_ptr<uv_loop_t> own_loop;
+  loop::Handles* handles = nullptr;
+  std::vector<std::unique_ptr<DeviceCtx>> devices;
+
+  CommandId next_command = 1;
+  std::uint64_t next_handle = 1;
+  std::unordered_map<std::uint64_t, BufferRec> buffers;
+  std::unordered_map<std::uint64_t, ProgramRec> programs;
+  std::unordered_map<std::uint64_t, KernelRec> kernels;
+  std::unordered_map<CommandId, EventEntry> events;
+  std::unordered_map<CommandId, FinalHook> hooks;
+  std::unordered_map<CommandId, std::optional<Error>> parked;
+  std::unordered_map<CommandId, Timing> timings;  // timed launches, read at completion  // outcome known, event still running
+  std::unordered_map<std::uint64_t, CrossCopy> crosses;
+  std::vector<std::uint64_t> building;  // programs being built
+  std::vector<std::uint64_t> dying;     // buffers at zero references
+  std::vector<Drain> drains;
+  std::optional<Error> undrained_error;  // first device error since the last drain
+  // Final-ness of every command id >= final_base, for drains.
+  CommandId final_base = 1;
+  std::deque<bool> final_flags;
+
+  sched::Hazards hazards{*this};
+  sched::CommandGraph graph;
+  sched::QueuePolicy policy = sched::QueuePolicy::Continuation;
+  EngineStats counters;
+  ErrorListener error_listener;
+  std::function<void(const ScheduleEntry&)> schedule_recorder;
+  int in_callback = 0;  // > 0 while the loop runs one of our callbacks
+  bool polling = false;
+
+  // loop::Hooks
+  void on_prepare() override;
+  void on_poll() override;
+  // sched::EventRefs
+  void retain(CommandId id) override;
+  void release(CommandId id) override;
+  bool is_complete(CommandId id) const override;
+
+  // engine.cpp
+  Result<void> init_devices();
+  void update_busy();
+  bool busy() const;
+  void check_drains();
+  void report(const Error& e);  // listener + undrained_error
+  void shutdown();
+
+  // memory.cpp
+  Result<BufferRec*> live_buffer(Buffer b, const char* what);
+  void free_dying_buffers();
+  void free_buffer(std::uint64_t id, BufferRec& b);
+
+  // programs.cpp
+  void poll_builds();
+  Result<void> query_params(KernelRec& k);
+  void maybe_free_kernel(std::uint64_t id);
+  void maybe_free_program(std::uint64_t id);
+
+  // launch.cpp
+  Result<Command> resolve_launch(const Launch& l, Op op);
+
+  // submit.cpp
+  CommandId enqueue(std::uint32_t device, Command c);  // into the window; may submit
+  void submit_window(std::uint32_t device);
+  void submit_all();
+  void submit_one(DeviceCtx& d, Command& c);
+  void fail_unsubmitted(Command& c, Error e);
+  cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
+                    const char** call);
+  void flush_dirty_queues(DeviceCtx& d);
+  void collect_completions();
+  void event_completed(CommandId id, cl_int status);
+  void process_outcomes();
+  void finalize(CommandId id, const std::optional<Error>& error);
+  void mark_final(CommandId id);
+  Error event_error(CommandId id, const EventEntry& e) const;
+  void lose_device(std::uint32_t device, const Error& why);
+
+  // transfers.cpp
+  void cross_chunk_read(std::uint64_t cross, std::size_t chunk, const std::optional<Error>& error);
+  void cross_start_writes(std::uint64_t cross);
+  void poll_crosses();
+  void cross_finish(std::uint64_t cross);
+  void submit_cross_write(DeviceCtx& d, Command& c, const std::vector<cl_event>& waits, cl_event* ev);
+};
+
+// Runs fn with the re-entrancy guard that run_until checks.
+template <class Fn>
+void in_user_callback(Engine::Impl& e, Fn&& fn) {
+  ++e.in_callback;
+  fn();
+  --e.in_callback;
+}
+
+void CL_CALLBACK on_cl_event(cl_event ev, cl_int status, void* token);
+
+}  // namespace uvcl

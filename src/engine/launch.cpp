@@ -1,0 +1,195 @@
+// launch.cpp — launch validation at the API edge, and the launch calls.
+//
+// Everything checkable without the device is checked here, synchronously,
+// against the kernel's real signature and the device's limits; the message
+// names the kernel and the argument or axis.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/engine_impl.hpp"
+
+namespace uvcl {
+
+namespace {
+
+std::string describe(const KernelParam& p, std::size_t i) {
+  std::string s = "argument " + std::to_string(i);
+  if (!p.type_name.empty() || !p.name.empty()) s += " (" + p.type_name + (p.name.empty() ? "" : " " + p.name) + ")";
+  return s;
+}
+
+const char* kind_name(KernelArg::Kind k) {
+  switch (k) {
+    case KernelArg::Kind::Buffer: return "a buffer";
+    case KernelArg::Kind::Scalar: return "a scalar";
+    case KernelArg::Kind::Local: return "a local size";
+  }
+  return "?";
+}
+
+const char* expected_kind(ParamAccess a) {
+  switch (a) {
+    case ParamAccess::ReadOnly:
+    case ParamAccess::Written: return "a buffer";
+    case ParamAccess::Scalar: return "a scalar";
+    case ParamAccess::Local: return "a local size";
+  }
+  return "?";
+}
+
+KernelArg::Kind kind_for(ParamAccess a) {
+  switch (a) {
+    case ParamAccess::ReadOnly:
+    case ParamAccess::Written: return KernelArg::Kind::Buffer;
+    case ParamAccess::Scalar: return KernelArg::Kind::Scalar;
+    case ParamAccess::Local: return KernelArg::Kind::Local;
+  }
+  return KernelArg::Kind::Scalar;
+}
+
+// The value of an integer scalar, for global sizes taken from an argument.
+std::optional<std::uint64_t> integer_value(const Scalar& s) {
+  if (scalar_is_float(s.type)) return std::nullopt;
+  std::int64_t v = 0;
+  switch (scalar_size(s.type)) {
+    case 1: { std::int8_t x; std::memcpy(&x, s.bytes.data(), 1); v = scalar_is_signed(s.type) ? x : static_cast<std::uint8_t>(x); break; }
+    case 2: { std::int16_t x; std::memcpy(&x, s.bytes.data(), 2); v = scalar_is_signed(s.type) ? x : static_cast<std::uint16_t>(x); break; }
+    case 4: { std::int32_t x; std::memcpy(&x, s.bytes.data(), 4); v = scalar_is_signed(s.type) ? x : static_cast<std::uint32_t>(x); break; }
+    default: std::memcpy(&v, s.bytes.data(), 8); break;
+  }
+  if (v < 0) return std::nullopt;
+  return static_cast<std::uint64_t>(v);
+}
+
+}  // namespace
+
+Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
+  auto kit = kernels.find(l.kernel.id);
+  if (kit == kernels.end() || kit->second.released)
+    return Error{Status::InvalidArgument, "launch: kernel " + std::to_string(l.kernel.id) + " is not a live kernel"};
+  const KernelRec& k = kit->second;
+  const std::string where = "launch of kernel " + k.name;
+  DeviceCtx& d = *devices[k.device];
+  if (d.state == sched::DeviceState::Lost)
+    return Error{Status::DeviceLost, where + ": device " + std::to_string(k.device) + " is lost"};
+  if (l.args.size() != k.params.size())
+    return Error{Status::IncorrectKernelArg, where + ": the kernel takes " + std::to_string(k.params.size()) +
+                                                 " arguments, got " + std::to_string(l.args.size())};
+  Command c;
+  c.op = op;
+  c.tag = l.tag;
+  c.kernel = l.kernel.id;
+  for (std::size_t i = 0; i < l.args.size(); ++i) {
+    const KernelArg& a = l.args[i];
+    const KernelParam& p = k.params[i];
+    if (a.kind != kind_for(p.access))
+      return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + " expects " +
+                                                   expected_kind(p.access) + ", got " + kind_name(a.kind)};
+    if (a.kind == KernelArg::Kind::Buffer) {
+      auto b = live_buffer(a.buffer, where.c_str());
+      if (!b) return std::move(b).error().context(describe(p, i));
+      if (b.value()->device != k.device)
+        return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + ": buffer " +
+                                                     std::to_string(a.buffer.id) + " is on device " +
+                                                     std::to_string(b.value()->device) + ", the kernel on device " +
+                                                     std::to_string(k.device)};
+      const bool writes = p.access == ParamAccess::Written;
+      auto same = std::find_if(c.accesses.begin(), c.accesses.end(),
+                               [&](const Access& x) { return x.buffer == a.buffer.id; });
+      if (same == c.accesses.end()) c.accesses.push_back(Access{a.buffer.id, true, writes});
+      else same->write = same->write || writes;
+    } else if (a.kind == KernelArg::Kind::Scalar) {
+      if (p.scalar_size != 0 && p.scalar_size != a.scalar.size())
+        return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + " is " +
+                                                     std::to_string(p.scalar_size) + " bytes, got a " +
+                                                     std::to_string(a.scalar.size()) + "-byte " +
+                                                     std::string(scalar_type_name(a.scalar.type))};
+    } else {
+      if (a.local_bytes == 0 || a.local_bytes > d.dev.info.local_memory)
+        return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + ": local size " +
+                                                     std::to_string(a.local_bytes) + " bytes, the device allows 1.." +
+                                                     std::to_string(d.dev.info.local_memory)};
+    }
+  }
+  c.args = l.args;
+
+  const DeviceInfo& info = d.dev.info;
+  if (l.global.empty() || l.global.size() > 3 || l.global.size() > info.max_work_item_dims)
+    return Error{Status::KernelLaunch, where + ": global size has " + std::to_string(l.global.size()) +
+                                           " axes, expected 1.." + std::to_string(std::min<std::uint32_t>(3, info.max_work_item_dims))};
+  if (!l.local.empty() && l.local.size() != l.global.size())
+    return Error{Status::KernelLaunch, where + ": local size has " + std::to_string(l.local.size()) +
+                                           " axes, global size " + std::to_string(l.global.size())};
+  c.dims = static_cast<std::uint32_t>(l.global.size());
+  c.has_local = !l.local.empty();
+  std::size_t group = 1;
+  for (std::uint32_t ax = 0; ax < c.dims; ++ax) {
+    const std::string axis = "axis " + std::to_string(ax);
+    std::size_t local = c.has_local ? l.local[ax] : 0;
+    if (c.has_local) {
+      if (local == 0) return Error{Status::KernelLaunch, where + ": local size of " + axis + " must not be 0"};
+      if (local > info.max_work_item_sizes[ax])
+        return Error{Status::KernelLaunch, where + ": local size " + std::to_string(local) + " on " + axis +
+                                               " exceeds the device's " + std::to_string(info.max_work_item_sizes[ax])};
+      group *= local;
+    }
+    std::size_t global = l.global[ax].items;
+    if (const int arg = l.global[ax].groups_from_arg; arg >= 0) {
+      if (!c.has_local)
+        return Error{Status::KernelLaunch, where + ": global size of " + axis +
+                                               " is taken from an argument: a local size is required"};
+      std::optional<std::uint64_t> groups;
+      if (static_cast<std::size_t>(arg) < l.args.size() && l.args[arg].kind == KernelArg::Kind::Scalar)
+        groups = integer_value(l.args[arg].scalar);
+      if (!groups)
+        return Error{Status::KernelLaunch, where + ": global size of " + axis + " names argument " +
+                                               std::to_string(arg) + ", which is not a non-negative integer scalar"};
+      global = static_cast<std::size_t>(*groups) * local;
+    }
+    if (global == 0) return Error{Status::KernelLaunch, where + ": global size of " + axis + " must not be 0"};
+    if (ax < info.max_global_sizes.size() && global > info.max_global_sizes[ax])
+      return Error{Status::KernelLaunch, where + ": global size " + std::to_string(global) + " on " + axis +
+                                             " exceeds the device grid (" + std::to_string(info.max_global_sizes[ax]) + ")"};
+    if (c.has_local && global % local != 0)
+      return Error{Status::KernelLaunch, where + ": global size " + std::to_string(global) + " on " + axis +
+                                             " is not a multiple of the local size " + std::to_string(local)};
+    c.global[ax] = global;
+    c.local[ax] = local;
+  }
+  const std::size_t max_group = std::min(info.max_work_group_size, k.max_work_group ? k.max_work_group : info.max_work_group_size);
+  if (c.has_local && group > max_group)
+    return Error{Status::KernelLaunch, where + ": work-group of " + std::to_string(group) +
+                                           " work-items exceeds the limit " + std::to_string(max_group)};
+  return c;
+}
+
+Result<void> Engine::launch(const Launch& l) {
+  Impl& e = *impl_;
+  auto c = e.resolve_launch(l, Op::Launch);
+  if (!c) return std::move(c).error();
+  const std::uint32_t device = e.kernels.at(l.kernel.id).device;
+  ++e.counters.launches;
+  e.enqueue(device, std::move(c.value()));
+  return {};
+}
+
+Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
+  Impl& e = *impl_;
+  auto c = e.resolve_launch(l, Op::Timed);
+  if (!c) return std::move(c).error();
+  const std::uint32_t device = e.kernels.at(l.kernel.id).device;
+  Command& cmd = c.value();
+  cmd.wants_callback = true;
+  ++e.counters.launches;
+  cmd.on_final = [&e, cb = std::move(on_timed)](CommandId id, const std::optional<Error>& err) {
+    auto t = e.timings.extract(id);
+    if (err) cb(*err);
+    else if (t.empty()) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
+    else cb(t.mapped());
+  };
+  e.enqueue(device, std::move(cmd));
+  e.submit_window(device);  // a sync point
+  return {};
+}
+
+}  // namespace uvcl

@@ -1,0 +1,247 @@
+// programs.cpp — program builds (asynchronous where the driver allows),
+// kernels and their parameter access.
+#include <cctype>
+#include <cstdio>
+
+#include "engine/engine_impl.hpp"
+
+namespace uvcl {
+
+namespace {
+
+constexpr const char* kSeedOptions = "-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable -cl-kernel-arg-info";
+
+void CL_CALLBACK on_build_notify(cl_program, void* token) {
+  loop::wake(reinterpret_cast<std::uintptr_t>(token));
+}
+
+// Size of an OpenCL C scalar or vector type as the compiler names it;
+// 0 when unknown (the size is then not checked).
+std::size_t type_size(std::string name) {
+  for (const char* prefix : {"const ", "volatile ", "unsigned "}) {
+    const std::string p = prefix;
+    if (name.rfind(p, 0) == 0) {
+      if (p == "unsigned ") name = "u" + name.substr(p.size());
+      else name = name.substr(p.size());
+    }
+  }
+  std::size_t digits = name.size();
+  while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
+  std::size_t lanes = 1;
+  if (digits < name.size()) {
+    lanes = std::stoul(name.substr(digits));
+    if (lanes == 3) lanes = 4;  // 3-vectors occupy 4 lanes
+    name = name.substr(0, digits);
+  }
+  if (auto t = scalar_type_from_name(name)) return scalar_size(*t) * lanes;
+  if (name == "uchar" || name == "bool") return lanes;
+  return 0;
+}
+
+}  // namespace
+
+Result<Program> Engine::compile(std::size_t device, const std::string& source, const std::string& options,
+                                BuildCallback on_built) {
+  Impl& e = *impl_;
+  if (device >= e.devices.size())
+    return Error{Status::InvalidArgument, "compile: device " + std::to_string(device) + " out of range (" +
+                                              std::to_string(e.devices.size()) + " devices)"};
+  DeviceCtx& d = *e.devices[device];
+  if (d.state == sched::DeviceState::Lost)
+    return Error{Status::DeviceLost, "compile: device " + std::to_string(device) + " is lost"};
+  if (source.empty()) return Error{Status::InvalidArgument, "compile: source must not be empty"};
+  if (e.config.debug_asm) std::fprintf(stderr, "uvcl: compiling for device %zu:\n%s\n", device, source.c_str());
+  const char* src = source.c_str();
+  const std::size_t len = source.size();
+  cl_int rc = CL_SUCCESS;
+  cl_program program = e.api->clCreateProgramWithSource(d.context, 1, &src, &len, &rc);
+  if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, "clCreateProgramWithSource", rc);
+  const std::uint64_t id = e.next_handle++;
+  ProgramRec& p = e.programs[id];
+  p.device = static_cast<std::uint32_t>(device);
+  p.program = program;
+  p.on_built = std::move(on_built);
+  const std::string opts = options.empty() ? kSeedOptions : std::string(kSeedOptions) + " " + options;
+  // With a notify callback a driver may build asynchronously; either way the
+  // status is read in poll_builds and on_built runs from the loop.
+  rc = e.api->clBuildProgram(program, 1, &d.dev.id, opts.c_str(), on_build_notify,
+                             reinterpret_cast<void*>(e.handles->wake_token()));
+  if (rc != CL_SUCCESS && rc != CL_BUILD_PROGRAM_FAILURE) {
+    p.build = ProgramRec::Build::Failed;
+    p.error = cl::call_error(Status::KernelCompilation, "clBuildProgram", rc);
+  }
+  e.building.push_back(id);
+  e.update_busy();
+  return Program{id};
+}
+
+void Engine::Impl::poll_builds() {
+  for (std::size_t i = 0; i < building.size();) {
+    const std::uint64_t id = building[i];
+    ProgramRec& p = programs.at(id);
+    const cl_device_id dev = devices[p.device]->dev.id;
+    if (p.build == ProgramRec::Build::Building) {
+      cl_build_status status = CL_BUILD_IN_PROGRESS;
+      cl_int rc = api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_STATUS, sizeof status, &status,
+                                             nullptr);
+      if (rc == CL_SUCCESS && status == CL_BUILD_IN_PROGRESS) {
+        ++i;
+        continue;
+      }
+      if (rc == CL_SUCCESS && status == CL_BUILD_SUCCESS) {
+        p.build = ProgramRec::Build::Built;
+      } else {
+        std::size_t size = 0;
+        std::string log;
+        if (api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS &&
+            size > 0) {
+          log.resize(size);
+          api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
+          while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+        }
+        p.build = ProgramRec::Build::Failed;
+        p.error = Error{Status::KernelCompilation,
+                        "clBuildProgram: CL_BUILD_PROGRAM_FAILURE on device " + std::to_string(p.device) +
+                            "; build log:\n" + log};
+      }
+    }
+    building[i] = building.back();
+    building.pop_back();
+    BuildCallback cb = std::move(p.on_built);
+    Result<void> r;
+    if (p.build == ProgramRec::Build::Failed) r = *p.error;
+    if (cb) in_user_callback(*this, [&] { cb(std::move(r)); });
+  }
+}
+
+Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vector<ParamAccess> declared) {
+  Impl& e = *impl_;
+  auto it = e.programs.find(prog.id);
+  if (it == e.programs.end() || it->second.released)
+    return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is not a live program"};
+  ProgramRec& p = it->second;
+  if (p.build == ProgramRec::Build::Building)
+    return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is still building"};
+  if (p.build == ProgramRec::Build::Failed)
+    return Error{Status::KernelCompilation, "kernel: program " + std::to_string(prog.id) + " failed to build"};
+  cl_int rc = CL_SUCCESS;
+  cl_kernel k = e.api->clCreateKernel(p.program, entry.c_str(), &rc);
+  if (rc == CL_INVALID_KERNEL_NAME)
+    return Error{Status::KernelCompilation, "kernel entry point \"" + entry + "\" not found in program " +
+                                                std::to_string(prog.id) + " (CL_INVALID_KERNEL_NAME)"};
+  if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, "clCreateKernel", rc).context(entry);
+  KernelRec rec;
+  rec.program = prog.id;
+  rec.device = p.device;
+  rec.kernel = k;
+  rec.name = entry;
+  if (auto q = e.query_params(rec); !q) {
+    e.api->clReleaseKernel(k);
+    return std::move(q).error().context("kernel " + entry);
+  }
+  if (!declared.empty()) {
+    if (declared.size() != rec.params.size()) {
+      e.api->clReleaseKernel(k);
+      return Error{Status::IncorrectKernelArg, "kernel " + entry + ": " + std::to_string(declared.size()) +
+                                                   " parameter accesses declared, the kernel has " +
+                                                   std::to_string(rec.params.size()) + " parameters"};
+    }
+    for (std::size_t i = 0; i < declared.size(); ++i) rec.params[i].access = declared[i];
+  }
+  const std::uint64_t id = e.next_handle++;
+  e.kernels.emplace(id, std::move(rec));
+  ++p.kernels;
+  return Kernel{id};
+}
+
+Result<void> Engine::Impl::query_params(KernelRec& k) {
+  cl_uint n = 0;
+  cl_int rc = api->clGetKernelInfo(k.kernel, CL_KERNEL_NUM_ARGS, sizeof n, &n, nullptr);
+  if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, "clGetKernelInfo(CL_KERNEL_NUM_ARGS)", rc);
+  rc = api->clGetKernelWorkGroupInfo(k.kernel, devices[k.device]->dev.id, CL_KERNEL_WORK_GROUP_SIZE,
+                                     sizeof k.max_work_group, &k.max_work_group, nullptr);
+  if (rc != CL_SUCCESS) k.max_work_group = devices[k.device]->dev.info.max_work_group_size;
+  for (cl_uint i = 0; i < n; ++i) {
+    KernelParam param;
+    cl_kernel_arg_address_qualifier addr = CL_KERNEL_ARG_ADDRESS_PRIVATE;
+    cl_kernel_arg_type_qualifier tq = 0;
+    rc = api->clGetKernelArgInfo(k.kernel, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof addr, &addr, nullptr);
+    if (rc != CL_SUCCESS)
+      return cl::call_error(Status::KernelCompilation, "clGetKernelArgInfo(CL_KERNEL_ARG_ADDRESS_QUALIFIER)", rc);
+    api->clGetKernelArgInfo(k.kernel, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof tq, &tq, nullptr);
+    for (auto [what, out] : {std::pair{CL_KERNEL_ARG_TYPE_NAME, &param.type_name},
+                             std::pair{CL_KERNEL_ARG_NAME, &param.name}}) {
+      std::size_t size = 0;
+      if (api->clGetKernelArgInfo(k.kernel, i, what, 0, nullptr, &size) == CL_SUCCESS && size > 0) {
+        out->resize(size);
+        api->clGetKernelArgInfo(k.kernel, i, what, size, out->data(), nullptr);
+        while (!out->empty() && out->back() == '\0') out->pop_back();
+      }
+    }
+    switch (addr) {
+      case CL_KERNEL_ARG_ADDRESS_GLOBAL:
+        param.access = (tq & CL_KERNEL_ARG_TYPE_CONST) ? ParamAccess::ReadOnly : ParamAccess::Written;
+        break;
+      case CL_KERNEL_ARG_ADDRESS_CONSTANT: param.access = ParamAccess::ReadOnly; break;
+      case CL_KERNEL_ARG_ADDRESS_LOCAL: param.access = ParamAccess::Local; break;
+      default:
+        param.access = ParamAccess::Scalar;
+        param.scalar_size = type_size(param.type_name);
+        break;
+    }
+    k.params.push_back(std::move(param));
+  }
+  return {};
+}
+
+Result<std::vector<KernelParam>> Engine::kernel_params(Kernel k) const {
+  auto it = impl_->kernels.find(k.id);
+  if (it == impl_->kernels.end() || it->second.released)
+    return Error{Status::InvalidArgument, "kernel_params: kernel " + std::to_string(k.id) + " is not a live kernel"};
+  return it->second.params;
+}
+
+Result<void> Engine::release(Program p) {
+  Impl& e = *impl_;
+  auto it = e.programs.find(p.id);
+  if (it == e.programs.end() || it->second.released)
+    return Error{Status::InvalidArgument, "release: program " + std::to_string(p.id) + " is not a live program"};
+  if (it->second.build == ProgramRec::Build::Building)
+    return Error{Status::InvalidArgument, "release: program " + std::to_string(p.id) + " is still building"};
+  it->second.released = true;
+  e.maybe_free_program(p.id);
+  return {};
+}
+
+Result<void> Engine::release(Kernel k) {
+  Impl& e = *impl_;
+  auto it = e.kernels.find(k.id);
+  if (it == e.kernels.end() || it->second.released)
+    return Error{Status::InvalidArgument, "release: kernel " + std::to_string(k.id) + " is not a live kernel"};
+  it->second.released = true;
+  e.maybe_free_kernel(k.id);
+  return {};
+}
+
+// Deferred while launches use it: the seed used a released program after free.
+void Engine::Impl::maybe_free_kernel(std::uint64_t id) {
+  auto it = kernels.find(id);
+  if (it == kernels.end() || !it->second.released || it->second.uses > 0) return;
+  const std::uint64_t program = it->second.program;
+  api->clReleaseKernel(it->second.kernel);
+  kernels.erase(it);
+  auto p = programs.find(program);
+  if (p != programs.end()) {
+    --p->second.kernels;
+    maybe_free_program(program);
+  }
+}
+
+void Engine::Impl::maybe_free_program(std::uint64_t id) {
+  auto it = programs.find(id);
+  if (it == programs.end() || !it->second.released || it->second.kernels > 0) return;
+  api->clReleaseProgram(it->second.program);
+  programs.erase(it);
+}
+
+}  // namespace uvcl

@@ -1,0 +1,57 @@
+#include "engine/staging.hpp"
+
+#include <bit>
+#include <string>
+
+namespace uvcl {
+
+StagingPool::~StagingPool() {
+  for (auto& [cap, s] : free_) destroy(s);
+  if (!free_.empty()) api_.clFinish(queue_);
+}
+
+Result<Staging> StagingPool::acquire(std::size_t bytes) {
+  std::size_t want = bytes < kMinBlock ? kMinBlock : std::bit_ceil(bytes);
+  if (want < bytes) want = bytes;  // bit_ceil overflow guard
+  if (auto it = free_.lower_bound(want); it != free_.end() && it->first <= want * 2) {
+    Staging s = it->second;
+    cached_ -= it->first;
+    free_.erase(it);
+    ++live_;
+    return s;
+  }
+  cl_int rc = CL_SUCCESS;
+  Staging s;
+  s.capacity = want;
+  s.mem = api_.clCreateBuffer(context_, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE, want, nullptr, &rc);
+  if (rc != CL_SUCCESS)
+    return cl::call_error(Status::MemoryAllocation, "clCreateBuffer(pinned staging)", rc)
+        .context("staging " + std::to_string(want) + " bytes");
+  s.ptr = api_.clEnqueueMapBuffer(queue_, s.mem, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, want, 0, nullptr, nullptr,
+                                  &rc);
+  if (rc != CL_SUCCESS) {
+    api_.clReleaseMemObject(s.mem);
+    return cl::call_error(Status::MemoryAllocation, "clEnqueueMapBuffer(pinned staging)", rc);
+  }
+  ++live_;
+  return s;
+}
+
+void StagingPool::give_back(Staging s) {
+  if (!s) return;
+  --live_;
+  if (cached_ + s.capacity > kMaxCachedBytes) {
+    destroy(s);
+    return;
+  }
+  cached_ += s.capacity;
+  free_.emplace(s.capacity, s);
+}
+
+void StagingPool::destroy(Staging& s) {
+  api_.clEnqueueUnmapMemObject(queue_, s.mem, s.ptr, 0, nullptr, nullptr);
+  api_.clReleaseMemObject(s.mem);
+  s = Staging{};
+}
+
+}  // namespace uvcl

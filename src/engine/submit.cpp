@@ -1,0 +1,413 @@
+// submit.cpp — from windows to queues, and from events back to callers.
+//
+//   enqueue        a command enters its device's window (Pending)
+//   submit_one     queue choice, hazard waits, clEnqueue*, tracking (Submitted)
+//   collect_...    per queue, oldest first: in-order queues complete in order
+//   process_...    outcomes from the command graph: poison, listener, hooks
+//   finalize       once per command, when its outcome is known AND its event
+//                  has completed: the user's callback runs here
+#include <algorithm>
+
+#include "engine/engine_impl.hpp"
+
+namespace uvcl {
+
+void CL_CALLBACK on_cl_event(cl_event, cl_int, void* token) {
+  // Driver thread (or the loop thread, for an event already complete): do
+  // nothing but wake the loop; the loop reads the status itself.
+  loop::wake(reinterpret_cast<std::uintptr_t>(token));
+}
+
+// --- event references (sched::EventRefs) ----------------------------------
+
+void Engine::Impl::retain(CommandId id) {
+  auto it = events.find(id);
+  if (it != events.end()) ++it->second.refs;
+}
+
+void Engine::Impl::release(CommandId id) {
+  auto it = events.find(id);
+  if (it == events.end()) return;
+  if (--it->second.refs == 0) {
+    if (it->second.event) api->clReleaseEvent(it->second.event);
+    events.erase(it);
+  }
+}
+
+bool Engine::Impl::is_complete(CommandId id) const {
+  auto it = events.find(id);
+  if (it == events.end()) return true;  // untracked: released after completing
+  const EventEntry& e = it->second;
+  if (e.complete || e.seen_done) return true;
+  if (e.queue == sched::kNoQueue) return false;  // a user event: completed by us
+  cl_int status = CL_QUEUED;
+  if (api->clGetEventInfo(e.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
+    return false;
+  if (status <= CL_COMPLETE) const_cast<EventEntry&>(e).seen_done = true;  // a cache of driver state
+  return status <= CL_COMPLETE;
+}
+
+// --- windows ----------------------------------------------------------------
+
+CommandId Engine::Impl::enqueue(std::uint32_t device, Command c) {
+  c.id = next_command++;
+  final_flags.push_back(false);
+  for (const Access& a : c.accesses) ++buffers.at(a.buffer).pending_uses;
+  if (c.kernel) ++kernels.at(c.kernel).uses;
+  if (c.on_final) hooks.emplace(c.id, std::move(c.on_final));
+  const CommandId id = c.id;
+  DeviceCtx& d = *devices[device];
+  if (d.window.push(std::move(c))) submit_window(device);
+  update_busy();
+  return id;
+}
+
+void Engine::Impl::submit_all() {
+  for (std::uint32_t i = 0; i < devices.size(); ++i) submit_window(i);
+}
+
+void Engine::Impl::submit_window(std::uint32_t device) {
+  DeviceCtx& d = *devices[device];
+  if (d.window.empty()) return;
+  std::vector<Command> cmds = d.window.take();
+  for (Command& c : cmds) submit_one(d, c);
+  flush_dirty_queues(d);
+  ++counters.flushes;
+}
+
+void Engine::Impl::flush_dirty_queues(DeviceCtx& d) {
+  for (Queue& q : d.queues) {
+    if (!q.dirty) continue;
+    q.dirty = false;
+    if (cl_int rc = api->clFlush(q.queue); rc != CL_SUCCESS)
+      lose_device(static_cast<std::uint32_t>(d.dev.info.index), cl::call_error(Status::KernelSync, "clFlush", rc));
+  }
+}
+
+// Releases what a command held while it sat in the window.
+static void release_pending(Engine::Impl& e, const Command& c) {
+  for (const Access& a : c.accesses) --e.buffers.at(a.buffer).pending_uses;
+}
+
+// Cleanup for a command that will never run: what it would have written
+// holds no valid data, and the window's holds are dropped.
+static void discard_unsubmitted(Engine::Impl& e, const Command& c) {
+  for (const Access& a : c.accesses) {
+    if (!a.write) continue;
+    BufferRec& b = e.buffers.at(a.buffer);
+    b.poison = Error{Status::KernelSync, "buffer " + std::to_string(a.buffer) + " holds no valid data: command " +
+                                             std::to_string(c.id) + " that writes it failed"};
+  }
+  release_pending(e, c);
+  if (c.kernel) {
+    --e.kernels.at(c.kernel).uses;
+    e.maybe_free_kernel(c.kernel);
+  }
+}
+
+void Engine::Impl::fail_unsubmitted(Command& c, Error err) {
+  if (!graph.state(c.id)) graph.add(c.id, {});
+  graph.fail(c.id, std::move(err));
+  discard_unsubmitted(*this, c);
+}
+
+void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
+  const std::uint32_t device = static_cast<std::uint32_t>(d.dev.info.index);
+  // RAW producers: whoever last wrote what this command reads.
+  std::vector<CommandId> producers = c.extra_producers;
+  for (const Access& a : c.accesses) {
+    const BufferRec& b = buffers.at(a.buffer);
+    if (a.read && b.hazards.writer) producers.push_back(b.hazards.writer->id);
+  }
+  graph.add(c.id, producers);
+  if (!graph.state(c.id)) {  // an input's producer had failed: the graph failed it already
+    discard_unsubmitted(*this, c);
+    return;
+  }
+  if (d.state == sched::DeviceState::Lost) {
+    fail_unsubmitted(c, Error{Status::DeviceLost, "device " + std::to_string(device) + " is lost"});
+    return;
+  }
+  for (const Access& a : c.accesses) {
+    const BufferRec& b = buffers.at(a.buffer);
+    if (a.read && b.poison) {
+      Error e = *b.poison;
+      e.context(std::string(op_name(c.op)) + " (command " + std::to_string(c.id) + ") reads buffer " +
+                std::to_string(a.buffer));
+      fail_unsubmitted(c, std::move(e));
+      return;
+    }
+  }
+
+  // Queue choice and waits.
+  QueueIndex q = 0;
+  if (c.op == Op::Timed) {
+    q = d.profiling_queue();
+  } else if (c.op == Op::CrossWrite) {
+    q = sched::kNoQueue;
+  } else {
+    std::vector<sched::AccessView> views;
+    views.reserve(c.accesses.size());
+    for (const Access& a : c.accesses) views.push_back({&buffers.at(a.buffer).hazards, a.write});
+    q = sched::choose_queue(policy, views, d.load, *this);
+  }
+  sched::WaitList waits;
+  for (const Access& a : c.accesses) hazards.collect_waits(buffers.at(a.buffer).hazards, a.write, q, waits);
+  if (d.barrier && !is_complete(*d.barrier)) waits.add(*d.barrier);
+  if (c.op == Op::Timed) {
+    // Alone: after every earlier command of the device.
+    for (QueueIndex i = 0; i < d.queues.size(); ++i)
+      if (!d.queues[i].in_flight.empty() && !is_complete(d.queues[i].in_flight.back()))
+        waits.add(d.queues[i].in_flight.back());
+  }
+  std::vector<cl_event> wait_events;
+  wait_events.reserve(waits.ids().size());
+  for (CommandId w : waits.ids()) {
+    const EventEntry& we = events.at(w);
+    // OpenCL requires a flush before another queue waits on an event.
+    if (we.queue != sched::kNoQueue && we.queue != q && d.queues[we.queue].dirty) {
+      d.queues[we.queue].dirty = false;
+      api->clFlush(d.queues[we.queue].queue);
+    }
+    wait_events.push_back(we.event);
+  }
+
+  cl_event ev = nullptr;
+  const char* call = "";
+  cl_int rc = CL_SUCCESS;
+  if (c.op == Op::CrossWrite) {
+    submit_cross_write(d, c, wait_events, &ev);
+    call = "clCreateUserEvent";
+    if (!ev) rc = CL_OUT_OF_RESOURCES;
+  } else {
+    rc = enqueue_cl(d, c, q, wait_events, &ev, &call);
+  }
+  if (rc != CL_SUCCESS) {
+    const Status s = c.op == Op::Write || c.op == Op::Fill ? Status::MemoryCopyH2P
+                     : c.op == Op::Read                    ? Status::MemoryCopyP2H
+                     : c.op == Op::Launch || c.op == Op::Timed ? Status::KernelLaunch
+                                                                : Status::KernelSync;
+    Error e = cl::call_error(s, call, rc);
+    std::string what = std::string(op_name(c.op)) + " (command " + std::to_string(c.id);
+    if (c.kernel) what += ", kernel " + kernels.at(c.kernel).name + ", tag " + std::to_string(c.tag);
+    e.context(what + ")");
+    report(e);
+    fail_unsubmitted(c, std::move(e));
+    if (rc == CL_DEVICE_NOT_AVAILABLE || rc == CL_INVALID_COMMAND_QUEUE || rc == CL_INVALID_CONTEXT)
+      lose_device(device, Error{Status::DeviceLost, std::string(call) + ": " + cl::error_name(rc)});
+    return;
+  }
+
+  EventEntry& entry = events[c.id];
+  entry.event = ev;
+  entry.refs = 1;  // the in-flight reference, dropped at completion
+  entry.device = device;
+  entry.queue = q;
+  entry.op = c.op;
+  entry.kernel = c.kernel;
+  entry.tag = c.tag;
+  entry.submit_ns = uv_hrtime();
+  for (const Access& a : c.accesses)
+    if (a.write) entry.written.push_back(a.buffer);
+  graph.submitted(c.id);
+  for (const Access& a : c.accesses) {
+    BufferRec& b = buffers.at(a.buffer);
+    hazards.record(b.hazards, a.write, c.id, q);
+    if (a.write) b.poison.reset();
+  }
+  if (q != sched::kNoQueue) {
+    d.queues[q].in_flight.push_back(c.id);
+    d.queues[q].dirty = true;
+    if (q < d.compute_queues()) ++d.load[q];
+  }
+  if (c.op == Op::Timed) d.barrier = c.id;
+  ++counters.submitted;
+  for (CommandId w : waits.ids())
+    if (events.at(w).queue != q) ++counters.cross_queue_waits;
+  if (c.wants_callback && q != sched::kNoQueue)
+    api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+  if (schedule_recorder) {
+    ScheduleEntry s;
+    s.id = c.id;
+    s.op = op_name(c.op);
+    s.tag = c.tag;
+    s.device = device;
+    s.queue = q;
+    for (const Access& a : c.accesses) {
+      if (a.read) s.reads.push_back(Buffer{a.buffer});
+      if (a.write) s.writes.push_back(Buffer{a.buffer});
+    }
+    s.waits = waits.ids();
+    schedule_recorder(s);
+  }
+  release_pending(*this, c);
+}
+
+cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits,
+                                cl_event* ev, const char** call) {
+  cl_command_queue queue = d.queues[q].queue;
+  const cl_uint n = static_cast<cl_uint>(waits.size());
+  const cl_event* w = waits.empty() ? nullptr : waits.data();
+  switch (c.op) {
+    case Op::Launch:
+    case Op::Timed: {
+      KernelRec& k = kernels.at(c.kernel);
+      for (cl_uint i = 0; i < c.args.size(); ++i) {
+        const KernelArg& a = c.args[i];
+        cl_int rc = CL_SUCCESS;
+        if (a.kind == KernelArg::Kind::Buffer) {
+          cl_mem m = buffers.at(a.buffer.id).mem;
+          rc = api->clSetKernelArg(k.kernel, i, sizeof m, &m);
+        } else if (a.kind == KernelArg::Kind::Scalar) {
+          rc = api->clSetKernelArg(k.kernel, i, a.scalar.size(), a.scalar.bytes.data());
+        } else {
+          rc = api->clSetKernelArg(k.kernel, i, a.local_bytes, nullptr);
+        }
+        if (rc != CL_SUCCESS) {
+          *call = "clSetKernelArg";
+          return rc;
+        }
+      }
+      *call = "clEnqueueNDRangeKernel";
+      return api->clEnqueueNDRangeKernel(queue, k.kernel, c.dims, nullptr, c.global.data(),
+                                         c.has_local ? c.local.data() : nullptr, n, w, ev);
+    }
+    case Op::Write:
+      *call = "clEnqueueWriteBuffer";
+      return api->clEnqueueWriteBuffer(queue, buffers.at(c.accesses[0].buffer).mem, CL_FALSE, c.offset, c.bytes,
+                                       c.host_src, n, w, ev);
+    case Op::Fill:
+      *call = "clEnqueueFillBuffer";
+      return api->clEnqueueFillBuffer(queue, buffers.at(c.accesses[0].buffer).mem, c.pattern.data(),
+                                      c.pattern.size(), c.offset, c.bytes, n, w, ev);
+    case Op::Read:
+      *call = "clEnqueueReadBuffer";
+      return api->clEnqueueReadBuffer(queue, buffers.at(c.accesses[0].buffer).mem, CL_FALSE, c.offset, c.bytes,
+                                      c.host_dst, n, w, ev);
+    case Op::Copy: {
+      *call = "clEnqueueCopyBuffer";
+      const Access& src = c.accesses[0];
+      const Access& dst = c.accesses.size() > 1 ? c.accesses[1] : c.accesses[0];
+      return api->clEnqueueCopyBuffer(queue, buffers.at(src.buffer).mem, buffers.at(dst.buffer).mem, c.src_offset,
+                                      c.offset, c.bytes, n, w, ev);
+    }
+    case Op::CrossWrite: break;
+  }
+  *call = "enqueue";
+  return CL_INVALID_OPERATION;
+}
+
+// --- completions --------------------------------------------------------------
+
+void Engine::Impl::collect_completions() {
+  for (auto& dp : devices) {
+    DeviceCtx& d = *dp;
+    for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
+      Queue& q = d.queues[qi];
+      while (!q.in_flight.empty()) {
+        const CommandId id = q.in_flight.front();
+        EventEntry& e = events.at(id);
+        cl_int status = CL_QUEUED;
+        cl_int rc = api->clGetEventInfo(e.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+        if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
+        if (status > CL_COMPLETE) break;
+        q.in_flight.pop_front();
+        if (qi < d.compute_queues()) --d.load[qi];
+        event_completed(id, status);
+      }
+    }
+  }
+}
+
+void Engine::Impl::event_completed(CommandId id, cl_int status) {
+  EventEntry& e = events.at(id);
+  e.complete = true;
+  e.status = status;
+  if (e.op == Op::Timed && status == CL_COMPLETE) {
+    cl_ulong start = 0, end = 0;
+    api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+    api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    timings[id] = Timing{end > start ? end - start : 0, uv_hrtime() - e.submit_ns};
+  }
+  std::optional<Error> err;
+  if (status < 0) err = event_error(id, e);
+  const std::uint64_t kernel = e.kernel;  // `e` may move: callbacks below can add events
+  if (err) report(*err);
+  if (kernel) {
+    auto k = kernels.find(kernel);
+    if (k != kernels.end()) {
+      --k->second.uses;
+      maybe_free_kernel(kernel);
+    }
+  }
+  graph.event_done(id, std::move(err));
+  if (auto p = parked.find(id); p != parked.end()) {
+    std::optional<Error> outcome = std::move(p->second);
+    parked.erase(p);
+    finalize(id, outcome);
+  }
+  release(id);  // the in-flight reference
+}
+
+Error Engine::Impl::event_error(CommandId id, const EventEntry& e) const {
+  const Status s = e.op == Op::Read ? Status::MemoryCopyP2H
+                   : e.op == Op::Write || e.op == Op::Fill ? Status::MemoryCopyH2P
+                                                            : Status::KernelSync;
+  std::string what = std::string(op_name(e.op)) + " (command " + std::to_string(id);
+  if (e.kernel) {
+    auto k = kernels.find(e.kernel);
+    if (k != kernels.end()) what += ", kernel " + k->second.name + ", tag " + std::to_string(e.tag);
+  }
+  what += ") on device " + std::to_string(e.device) + " completed with " + cl::error_name(e.status);
+  return Error{s, what};
+}
+
+void Engine::Impl::process_outcomes() {
+  while (graph.has_outcomes()) {
+    for (sched::CommandGraph::Outcome& o : graph.take_outcomes()) {
+      auto ev = events.find(o.id);
+      if (o.error && ev != events.end()) {
+        // Poison what it wrote, unless a later command wrote it since.
+        for (std::uint64_t bid : ev->second.written) {
+          auto b = buffers.find(bid);
+          if (b != buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == o.id)
+            b->second.poison = Error{o.error->status, "buffer " + std::to_string(bid) +
+                                                          " holds no valid data: " + o.error->message};
+        }
+      }
+      if (ev != events.end() && !ev->second.complete) {
+        parked.emplace(o.id, std::move(o.error));
+        continue;
+      }
+      finalize(o.id, o.error);
+    }
+  }
+}
+
+void Engine::Impl::finalize(CommandId id, const std::optional<Error>& error) {
+  if (auto h = hooks.find(id); h != hooks.end()) {
+    FinalHook hook = std::move(h->second);
+    hooks.erase(h);
+    in_user_callback(*this, [&] { hook(id, error); });
+  }
+  mark_final(id);
+}
+
+void Engine::Impl::mark_final(CommandId id) {
+  if (id < final_base) return;
+  final_flags[id - final_base] = true;
+  while (!final_flags.empty() && final_flags.front()) {
+    final_flags.pop_front();
+    ++final_base;
+  }
+}
+
+void Engine::Impl::lose_device(std::uint32_t device, const Error& why) {
+  DeviceCtx& d = *devices[device];
+  if (d.state == sched::DeviceState::Lost) return;
+  d.state = *sched::next(d.state, sched::DeviceEvent::Lose);
+  Error e{Status::DeviceLost, "device " + std::to_string(device) + " (" + d.dev.info.name + ") lost: " + why.message};
+  report(e);
+}
+
+}  // namespace uvcl

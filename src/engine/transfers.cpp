@@ -1,0 +1,307 @@
+// transfers.cpp — host<->device transfers and copies, all hazard-tracked.
+//
+// Cross-device copies (other device, other platform) go through pinned host
+// memory in chunks: chunk i is written to the destination as soon as it has
+// been read from the source, so the two halves overlap. The destination side
+// is one command whose event is a user event of the destination context: it
+// is tracked like any write (later commands wait for it) and completes when
+// the last chunk has landed. The chunk writes run on the destination's
+// transfer queue, never on a scheduled queue, so nothing queued behind the
+// user event can block them.
+#include <algorithm>
+#include <cstring>
+
+#include "engine/engine_impl.hpp"
+
+namespace uvcl {
+
+namespace {
+
+constexpr std::size_t kCrossChunk = std::size_t{4} << 20;
+
+Result<void> check_range(const char* what, Buffer b, const BufferRec& r, std::size_t offset, std::size_t bytes) {
+  if (bytes == 0) return Error{Status::InvalidArgument, std::string(what) + ": size must not be 0"};
+  if (offset > r.bytes || bytes > r.bytes - offset)
+    return Error{Status::InvalidArgument, std::string(what) + ": range [" + std::to_string(offset) + ", " +
+                                              std::to_string(offset) + " + " + std::to_string(bytes) +
+                                              ") is outside buffer " + std::to_string(b.id) + " of " +
+                                              std::to_string(r.bytes) + " bytes"};
+  return {};
+}
+
+// A write that covers only part of a buffer keeps the rest: it also "reads"
+// the previous contents, so a failure upstream still reaches its readers.
+Access write_access(Buffer b, const BufferRec& r, std::size_t offset, std::size_t bytes) {
+  return Access{b.id, offset != 0 || bytes != r.bytes, true};
+}
+
+FinalHook done_hook(DoneCallback cb) {
+  if (!cb) return {};
+  return [cb = std::move(cb)](CommandId, const std::optional<Error>& err) {
+    if (err) cb(*err);
+    else cb(Result<void>{});
+  };
+}
+
+}  // namespace
+
+Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::byte> src, WriteMode mode,
+                           DoneCallback on_done) {
+  Impl& e = *impl_;
+  auto rec = e.live_buffer(dst, "write");
+  if (!rec) return std::move(rec).error();
+  BufferRec& r = *rec.value();
+  UVCL_TRY(check_range("write", dst, r, offset, src.size()));
+  DeviceCtx& d = *e.devices[r.device];
+  if (d.state == sched::DeviceState::Lost)
+    return Error{Status::DeviceLost, "write: device " + std::to_string(r.device) + " is lost"};
+  Command c;
+  c.op = Op::Write;
+  c.accesses.push_back(write_access(dst, r, offset, src.size()));
+  c.offset = offset;
+  c.bytes = src.size();
+  if (mode == WriteMode::Copy) {
+    auto staging = d.staging->acquire(src.size());
+    if (!staging) return std::move(staging).error().context("write");
+    std::memcpy(staging->ptr, src.data(), src.size());
+    c.host_src = staging->ptr;
+    c.on_final = [&e, dev = r.device, s = staging.value(), done = done_hook(std::move(on_done))](
+                     CommandId id, const std::optional<Error>& err) {
+      e.devices[dev]->staging->give_back(s);
+      if (done) done(id, err);
+    };
+  } else {
+    c.host_src = src.data();
+    c.on_final = done_hook(std::move(on_done));
+  }
+  c.wants_callback = static_cast<bool>(c.on_final) && mode == WriteMode::Borrow;
+  ++e.counters.writes;
+  e.counters.bytes_to_device += src.size();
+  e.enqueue(r.device, std::move(c));
+  return {};
+}
+
+Result<void> Engine::fill(Buffer dst, std::span<const std::byte> pattern, std::size_t offset, std::size_t bytes,
+                          DoneCallback on_done) {
+  Impl& e = *impl_;
+  auto rec = e.live_buffer(dst, "fill");
+  if (!rec) return std::move(rec).error();
+  BufferRec& r = *rec.value();
+  const std::size_t p = pattern.size();
+  if (p == 0 || p > 128 || (p & (p - 1)) != 0)
+    return Error{Status::InvalidArgument, "fill: pattern size " + std::to_string(p) + " is not a power of two 1..128"};
+  if (offset % p != 0 || bytes % p != 0)
+    return Error{Status::InvalidArgument, "fill: offset " + std::to_string(offset) + " and size " +
+                                              std::to_string(bytes) + " must be multiples of the pattern size " +
+                                              std::to_string(p)};
+  UVCL_TRY(check_range("fill", dst, r, offset, bytes));
+  if (e.devices[r.device]->state == sched::DeviceState::Lost)
+    return Error{Status::DeviceLost, "fill: device " + std::to_string(r.device) + " is lost"};
+  Command c;
+  c.op = Op::Fill;
+  c.accesses.push_back(write_access(dst, r, offset, bytes));
+  c.offset = offset;
+  c.bytes = bytes;
+  c.pattern.assign(pattern.begin(), pattern.end());
+  c.on_final = done_hook(std::move(on_done));
+  ++e.counters.writes;
+  e.enqueue(r.device, std::move(c));
+  return {};
+}
+
+Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, ReadCallback on_data) {
+  Impl& e = *impl_;
+  if (!on_data) return Error{Status::InvalidArgument, "read: a callback is required"};
+  auto rec = e.live_buffer(src, "read");
+  if (!rec) return std::move(rec).error();
+  BufferRec& r = *rec.value();
+  UVCL_TRY(check_range("read", src, r, offset, bytes));
+  DeviceCtx& d = *e.devices[r.device];
+  if (d.state == sched::DeviceState::Lost)
+    return Error{Status::DeviceLost, "read: device " + std::to_string(r.device) + " is lost"};
+  auto staging = d.staging->acquire(bytes);
+  if (!staging) return std::move(staging).error().context("read");
+  Command c;
+  c.op = Op::Read;
+  c.accesses.push_back(Access{src.id, true, false});
+  c.offset = offset;
+  c.bytes = bytes;
+  c.host_dst = staging->ptr;
+  c.wants_callback = true;
+  c.on_final = [&e, dev = r.device, s = staging.value(), bytes, cb = std::move(on_data)](
+                   CommandId, const std::optional<Error>& err) {
+    if (err) cb(*err);
+    else cb(std::span<const std::byte>(static_cast<const std::byte*>(s.ptr), bytes));
+    e.devices[dev]->staging->give_back(s);
+  };
+  ++e.counters.reads;
+  e.counters.bytes_from_device += bytes;
+  e.enqueue(r.device, std::move(c));
+  e.submit_window(r.device);  // a sync point
+  return {};
+}
+
+Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::size_t dst_offset, std::size_t bytes,
+                          DoneCallback on_done) {
+  Impl& e = *impl_;
+  auto srec = e.live_buffer(src, "copy source");
+  if (!srec) return std::move(srec).error();
+  auto drec = e.live_buffer(dst, "copy destination");
+  if (!drec) return std::move(drec).error();
+  BufferRec& s = *srec.value();
+  BufferRec& t = *drec.value();
+  UVCL_TRY(check_range("copy source", src, s, src_offset, bytes));
+  UVCL_TRY(check_range("copy destination", dst, t, dst_offset, bytes));
+  for (std::uint32_t dev : {s.device, t.device})
+    if (e.devices[dev]->state == sched::DeviceState::Lost)
+      return Error{Status::DeviceLost, "copy: device " + std::to_string(dev) + " is lost"};
+  ++e.counters.copies;
+  e.counters.bytes_copied += bytes;
+
+  if (s.device == t.device) {
+    if (src == dst && src_offset < dst_offset + bytes && dst_offset < src_offset + bytes)
+      return Error{Status::InvalidArgument, "copy: source and destination ranges overlap in buffer " +
+                                                std::to_string(src.id)};
+    Command c;
+    c.op = Op::Copy;
+    c.accesses.push_back(Access{src.id, true, false});
+    if (src == dst) c.accesses[0].write = true;
+    else c.accesses.push_back(write_access(dst, t, dst_offset, bytes));
+    c.src_offset = src_offset;
+    c.offset = dst_offset;
+    c.bytes = bytes;
+    c.on_final = done_hook(std::move(on_done));
+    e.enqueue(s.device, std::move(c));
+    return {};
+  }
+
+  // Across devices: pinned chunks first, so a failure leaves nothing behind.
+  const std::uint64_t xid = e.next_handle++;
+  CrossCopy x;
+  x.src_device = s.device;
+  x.dst_device = t.device;
+  x.dst = dst.id;
+  x.dst_offset = dst_offset;
+  for (std::size_t done = 0; done < bytes; done += kCrossChunk) {
+    CrossChunk chunk;
+    chunk.offset = done;
+    chunk.bytes = std::min(kCrossChunk, bytes - done);
+    auto st = e.devices[s.device]->staging->acquire(chunk.bytes);
+    if (!st) {
+      for (CrossChunk& c : x.chunks) e.devices[s.device]->staging->give_back(c.staging);
+      return std::move(st).error().context("cross-device copy");
+    }
+    chunk.staging = st.value();
+    x.chunks.push_back(chunk);
+  }
+  const std::size_t n = x.chunks.size();
+  CrossCopy& stored = e.crosses.emplace(xid, std::move(x)).first->second;
+  std::vector<CommandId> reads;
+  for (std::size_t i = 0; i < n; ++i) {
+    Command r;
+    r.op = Op::Read;
+    r.accesses.push_back(Access{src.id, true, false});
+    r.offset = src_offset + stored.chunks[i].offset;
+    r.bytes = stored.chunks[i].bytes;
+    r.host_dst = stored.chunks[i].staging.ptr;
+    r.wants_callback = true;
+    r.on_final = [&e, xid, i](CommandId, const std::optional<Error>& err) { e.cross_chunk_read(xid, i, err); };
+    const CommandId id = e.enqueue(s.device, std::move(r));
+    e.crosses.at(xid).chunks[i].read = id;
+    reads.push_back(id);
+  }
+  e.submit_window(s.device);
+  Command w;
+  w.op = Op::CrossWrite;
+  w.accesses.push_back(write_access(dst, t, dst_offset, bytes));
+  w.extra_producers = std::move(reads);
+  w.cross = xid;
+  w.bytes = bytes;
+  w.on_final = done_hook(std::move(on_done));
+  e.crosses.at(xid).dst_command = e.enqueue(t.device, std::move(w));
+  e.submit_window(t.device);
+  return {};
+}
+
+void Engine::Impl::submit_cross_write(DeviceCtx& d, Command& c, const std::vector<cl_event>& waits, cl_event* ev) {
+  CrossCopy& x = crosses.at(c.cross);
+  cl_int rc = CL_SUCCESS;
+  *ev = api->clCreateUserEvent(d.context, &rc);
+  if (rc != CL_SUCCESS) {
+    *ev = nullptr;
+    x.error = cl::call_error(Status::KernelSync, "clCreateUserEvent", rc);
+    return;
+  }
+  for (cl_event w : waits) {
+    api->clRetainEvent(w);
+    x.dst_waits.push_back(w);
+  }
+  x.user_event = *ev;
+  x.dst_submitted = true;
+}
+
+void Engine::Impl::cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error) {
+  CrossCopy& x = crosses.at(xid);
+  CrossChunk& chunk = x.chunks[i];
+  chunk.read_done = true;
+  if (error && !x.error) x.error = *error;
+  if (!x.error && x.dst_submitted) {
+    DeviceCtx& d = *devices[x.dst_device];
+    Queue& tq = d.queues[d.transfer_queue()];
+    const cl_uint n = static_cast<cl_uint>(x.dst_waits.size());
+    cl_int rc = api->clEnqueueWriteBuffer(tq.queue, buffers.at(x.dst).mem, CL_FALSE, x.dst_offset + chunk.offset,
+                                          chunk.bytes, chunk.staging.ptr, n, n ? x.dst_waits.data() : nullptr,
+                                          &chunk.write);
+    if (rc != CL_SUCCESS) {
+      chunk.write = nullptr;
+      x.error = cl::call_error(Status::MemoryCopyH2P, "clEnqueueWriteBuffer(cross-device chunk)", rc);
+      report(*x.error);
+    } else {
+      ++x.outstanding_writes;
+      api->clSetEventCallback(chunk.write, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+      api->clFlush(tq.queue);
+    }
+  }
+  poll_crosses();
+}
+
+void Engine::Impl::poll_crosses() {
+  std::vector<std::uint64_t> finished;
+  for (auto& [xid, x] : crosses) {
+    for (CrossChunk& chunk : x.chunks) {
+      if (!chunk.write) continue;
+      cl_int status = CL_QUEUED;
+      if (api->clGetEventInfo(chunk.write, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+          CL_SUCCESS)
+        status = CL_INVALID_EVENT;
+      if (status > CL_COMPLETE) continue;
+      if (status < 0 && !x.error) {
+        x.error = Error{Status::MemoryCopyH2P, std::string("cross-device chunk write completed with ") +
+                                                   cl::error_name(status)};
+        report(*x.error);
+      }
+      api->clReleaseEvent(chunk.write);
+      chunk.write = nullptr;
+      chunk.written = true;
+      --x.outstanding_writes;
+    }
+    const bool all_read = std::all_of(x.chunks.begin(), x.chunks.end(), [](const CrossChunk& c) { return c.read_done; });
+    if (all_read && x.outstanding_writes == 0) finished.push_back(xid);
+  }
+  for (std::uint64_t xid : finished) cross_finish(xid);
+}
+
+void Engine::Impl::cross_finish(std::uint64_t xid) {
+  auto it = crosses.find(xid);
+  if (it == crosses.end()) return;
+  CrossCopy x = std::move(it->second);
+  crosses.erase(it);
+  for (CrossChunk& c : x.chunks) devices[x.src_device]->staging->give_back(c.staging);
+  for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
+  if (!x.dst_submitted) return;  // its failure was reported when submission failed
+  const cl_int status = x.error ? CL_INVALID_OPERATION : CL_COMPLETE;
+  api->clSetUserEventStatus(x.user_event, status);
+  event_completed(x.dst_command, status);
+}
+
+}  // namespace uvcl

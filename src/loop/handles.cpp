@@ -1,0 +1,110 @@
+#include "loop/handles.hpp"
+
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace uvcl::loop {
+namespace {
+
+// Driver threads find the async handle through this registry, so a callback
+// that fires after the engine is gone finds nothing instead of freed memory.
+struct WakeRegistry {
+  std::mutex mutex;
+  std::unordered_map<std::uintptr_t, uv_async_t*> asyncs;
+  std::uintptr_t next = 1;
+};
+WakeRegistry& registry() {
+  static WakeRegistry* r = new WakeRegistry;  // never destroyed: callbacks may outlive statics
+  return *r;
+}
+
+Error uv_error(const char* call, int rc) {
+  return Error{Status::Initialization, std::string(call) + ": " + uv_strerror(rc)};
+}
+
+}  // namespace
+
+void wake(std::uintptr_t token) noexcept {
+  WakeRegistry& r = registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.asyncs.find(token);
+  if (it != r.asyncs.end()) uv_async_send(it->second);
+}
+
+Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
+  auto* h = new Handles;
+  h->hooks_ = hooks;
+  int rc = uv_prepare_init(loop, &h->prepare_);
+  if (rc != 0) {
+    delete h;
+    return uv_error("uv_prepare_init", rc);
+  }
+  h->prepare_.data = h;
+  ++h->open_handles_;
+  rc = uv_timer_init(loop, &h->timer_);
+  if (rc == 0) {
+    h->timer_.data = h;
+    ++h->open_handles_;
+    rc = uv_async_init(loop, &h->async_, [](uv_async_t* a) {
+      static_cast<Handles*>(a->data)->hooks_->on_poll();
+    });
+    if (rc == 0) {
+      h->async_.data = h;
+      ++h->open_handles_;
+    }
+  }
+  if (rc != 0) {
+    Error e = uv_error("uv_timer_init/uv_async_init", rc);
+    h->close();
+    return e;
+  }
+  uv_prepare_start(&h->prepare_, [](uv_prepare_t* p) { static_cast<Handles*>(p->data)->hooks_->on_prepare(); });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h->prepare_));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h->timer_));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h->async_));
+  WakeRegistry& r = registry();
+  std::lock_guard lock(r.mutex);
+  h->token_ = r.next++;
+  r.asyncs.emplace(h->token_, &h->async_);
+  return h;
+}
+
+void Handles::set_busy(bool busy) {
+  if (busy == busy_) return;
+  busy_ = busy;
+  auto* t = reinterpret_cast<uv_handle_t*>(&timer_);
+  if (busy) {
+    uv_timer_start(&timer_, [](uv_timer_t* t) { static_cast<Handles*>(t->data)->hooks_->on_poll(); }, kPollMs,
+                   kPollMs);
+    uv_ref(t);
+  } else {
+    uv_timer_stop(&timer_);
+    uv_unref(t);
+  }
+}
+
+void Handles::close() {
+  if (token_ != 0) {
+    WakeRegistry& r = registry();
+    std::lock_guard lock(r.mutex);
+    r.asyncs.erase(token_);
+    token_ = 0;
+  }
+  hooks_ = nullptr;
+  if (open_handles_ == 0) {
+    delete this;
+    return;
+  }
+  const int n = open_handles_;
+  uv_handle_t* all[3] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
+                         reinterpret_cast<uv_handle_t*>(&async_)};
+  for (int i = 0; i < n; ++i) uv_close(all[i], &Handles::on_close);
+}
+
+void Handles::on_close(uv_handle_t* h) {
+  auto* self = static_cast<Handles*>(h->data);
+  if (--self->open_handles_ == 0) delete self;
+}
+
+}  // namespace uvcl::loop

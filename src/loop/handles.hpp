@@ -1,0 +1,66 @@
+// handles.hpp — the engine's libuv handles and their lifetimes.
+//
+//   prepare  submits every non-empty window once per loop iteration, right
+//            before the loop would block: work never waits for a full window
+//            while the loop sleeps. Always active, never keeps the loop alive.
+//   timer    polls completion status while work is in flight (the fallback
+//            for drivers that skip callbacks, e.g. PoCL on failed commands).
+//            Started and ref'd only while busy: an idle engine costs no CPU
+//            and uv_run returns.
+//   async    woken by OpenCL callbacks on driver threads (wake()); unref'd.
+//
+// The handles live in one heap block that frees itself in the last close
+// callback, so closing works on a caller's loop that runs later.
+#pragma once
+
+#include <cstdint>
+
+#include <uv.h>
+
+#include "uvcl/status.hpp"
+
+namespace uvcl::loop {
+
+class Hooks {
+ public:
+  virtual void on_prepare() = 0;  // submit windows
+  virtual void on_poll() = 0;     // timer tick or wake-up: collect completions
+
+ protected:
+  ~Hooks() = default;
+};
+
+class Handles {
+ public:
+  // Poll period while busy. uv_timer counts milliseconds; callbacks carry
+  // the latency-critical completions (docs/architecture.md has the figures).
+  static constexpr std::uint64_t kPollMs = 1;
+
+  static Result<Handles*> open(uv_loop_t* loop, Hooks* hooks);
+  // Busy: the timer runs and keeps the loop alive.
+  void set_busy(bool busy);
+  bool busy() const { return busy_; }
+  // The token driver callbacks pass to wake().
+  std::uintptr_t wake_token() const { return token_; }
+  // Unregisters the wake token, closes the handles; `this` is freed once
+  // their close callbacks ran.
+  void close();
+
+ private:
+  Handles() = default;
+  static void on_close(uv_handle_t* h);
+
+  uv_prepare_t prepare_{};
+  uv_timer_t timer_{};
+  uv_async_t async_{};
+  Hooks* hooks_ = nullptr;
+  std::uintptr_t token_ = 0;
+  bool busy_ = false;
+  int open_handles_ = 0;
+};
+
+// Safe from any thread: wakes the loop registered under `token`, if it still
+// is. Several wakes before the loop runs coalesce into one on_poll.
+void wake(std::uintptr_t token) noexcept;
+
+}  // namespace uvcl::loop

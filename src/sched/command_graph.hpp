@@ -1,0 +1,66 @@
+// command_graph.hpp — command states, and failure that follows the data.
+//
+// Every command is a node from the moment it enters a window until its
+// outcome is final. A command's outcome is success only when its own event
+// completed without error AND every producer of data it read (its RAW
+// upstreams) succeeded: a result computed from a failed command's output is
+// not a result. A failure is passed on to every dependent, transitively, so
+// a read-back of anything downstream of a failed launch reports that failure
+// instead of stale data.
+//
+// Outcomes are queued, not called back: the engine drains them after each
+// batch of completions (no re-entrancy). Each command yields exactly one
+// outcome. No recursion: long chains settle with a worklist.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "sched/ids.hpp"
+#include "sched/states.hpp"
+#include "uvcl/status.hpp"
+
+namespace uvcl::sched {
+
+class CommandGraph {
+ public:
+  struct Outcome {
+    CommandId id = 0;
+    std::optional<Error> error;  // nullopt: success
+  };
+
+  // A new Pending command reading data produced by `producers` (unknown or
+  // already settled ids are ignored; a Failed producer fails it at once).
+  void add(CommandId id, std::span<const CommandId> producers);
+  // Pending -> Submitted.
+  void submitted(CommandId id);
+  // The command's own event finished, with an error or not.
+  void event_done(CommandId id, std::optional<Error> error);
+  // The command failed before or after submission (enqueue error, poisoned
+  // input, lost device). Ignored for a command that already failed.
+  void fail(CommandId id, Error error);
+
+  std::vector<Outcome> take_outcomes();
+  bool has_outcomes() const { return !outcomes_.empty(); }
+
+  std::optional<CommandState> state(CommandId id) const;
+  std::size_t size() const { return nodes_.size(); }
+
+ private:
+  struct Node {
+    CommandState state = CommandState::Pending;
+    std::uint32_t pending_producers = 0;
+    std::vector<CommandId> dependents;
+  };
+  void transition(Node& n, CommandEvent e);
+  void settle_from(CommandId id);
+  void fail_from(CommandId id, Error error);
+  void retire(CommandId id);
+
+  std::unordered_map<CommandId, Node> nodes_;
+  std::vector<Outcome> outcomes_;
+};
+
+}  // namespace uvcl::sched

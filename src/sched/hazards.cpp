@@ -1,0 +1,49 @@
+#include "sched/hazards.hpp"
+
+#include <algorithm>
+
+namespace uvcl::sched {
+
+void WaitList::add(CommandId id) {
+  auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+  if (it == ids_.end() || *it != id) ids_.insert(it, id);
+}
+
+void Hazards::collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out) const {
+  if (b.writer && pending_on_other_queue(*b.writer, queue)) out.add(b.writer->id);
+  if (!write) return;
+  for (const Slot& r : b.readers)
+    if (pending_on_other_queue(r, queue)) out.add(r.id);
+}
+
+void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queue) {
+  refs_.retain(id);
+  if (write) {
+    clear(b);
+    b.writer = Slot{id, queue};
+    return;
+  }
+  for (Slot& r : b.readers) {
+    if (r.queue == queue) {
+      refs_.release(r.id);
+      r.id = id;
+      return;
+    }
+  }
+  b.readers.push_back(Slot{id, queue});
+}
+
+bool Hazards::uses_complete(const BufferHazards& b) const {
+  if (b.writer && !refs_.is_complete(b.writer->id)) return false;
+  return std::all_of(b.readers.begin(), b.readers.end(),
+                     [&](const Slot& r) { return refs_.is_complete(r.id); });
+}
+
+void Hazards::clear(BufferHazards& b) {
+  if (b.writer) refs_.release(b.writer->id);
+  for (const Slot& r : b.readers) refs_.release(r.id);
+  b.writer.reset();
+  b.readers.clear();
+}
+
+}  // namespace uvcl::sched

@@ -1,0 +1,69 @@
+// hazards.hpp — read/write hazard tracking per buffer, across queues.
+//
+// Per buffer: the last writer (queue, command) and, per queue, the last
+// reader since that write. A read waits for the writer if it runs on another
+// queue. A write waits for the writer and for EVERY reader since that write on
+// other queues (the seed kept only the last user: a WAR race). Waits that are
+// already satisfied — a command of the same in-order queue, or a completed
+// one — are dropped. Tracking persists across windows; each slot holds its
+// own event reference.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "sched/ids.hpp"
+
+namespace uvcl::sched {
+
+// The queue of a command that runs on no in-order queue (a user event that
+// completes when a staged cross-device copy lands): never "the same queue".
+inline constexpr QueueIndex kNoQueue = 0xffffffffu;
+
+struct Slot {
+  CommandId id = 0;
+  QueueIndex queue = 0;
+};
+
+// Lives inside the engine's buffer record: no second lookup per access.
+struct BufferHazards {
+  std::optional<Slot> writer;
+  std::vector<Slot> readers;  // at most one per queue: the last reader there
+
+  bool empty() const { return !writer && readers.empty(); }
+};
+
+// A sorted, duplicate-free list of commands to wait for.
+class WaitList {
+ public:
+  void add(CommandId id);
+  const std::vector<CommandId>& ids() const { return ids_; }
+  bool empty() const { return ids_.empty(); }
+  void clear() { ids_.clear(); }
+
+ private:
+  std::vector<CommandId> ids_;
+};
+
+class Hazards {
+ public:
+  explicit Hazards(EventRefs& refs) : refs_(refs) {}
+
+  // Adds to `out` what a command on `queue` that reads (or, if `write`,
+  // writes) the buffer must wait for.
+  void collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out) const;
+  // Records that submitted command `id` on `queue` read/wrote the buffer.
+  void record(BufferHazards& b, bool write, CommandId id, QueueIndex queue);
+  // True when every tracked use of the buffer has completed.
+  bool uses_complete(const BufferHazards& b) const;
+  // Drops every slot (the buffer is freed), releasing their references.
+  void clear(BufferHazards& b);
+
+ private:
+  bool pending_on_other_queue(const Slot& s, QueueIndex queue) const {
+    return (s.queue != queue || s.queue == kNoQueue) && !refs_.is_complete(s.id);
+  }
+  EventRefs& refs_;
+};
+
+}  // namespace uvcl::sched

@@ -1,0 +1,315 @@
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <optional>
+#include <string>
+
+#include <simdjson.h>
+
+#include "uvcl/config.hpp"
+
+namespace config_test {
+
+using uvcl::Config;
+using uvcl::Status;
+
+// The message of a config that must fail as InvalidConfig.
+std::string config_error(const std::string& json) {
+  auto r = uvcl::parse_config(json, "cfg.json");
+  if (r.ok()) return "<parsed>";
+  EXPECT_EQ(r.status(), Status::InvalidConfig) << r.error().message;
+  return r.error().message;
+}
+
+std::string temp_path(const std::string& name) { return testing::TempDir() + "uvcl_config_test_" + name; }
+
+std::string write_file(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(name);
+  std::ofstream(path, std::ios::binary) << text;
+  return path;
+}
+
+// Sets or clears an environment variable for one test, restoring it after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() {
+    if (old_) setenv(name_, old_->c_str(), 1);
+    else unsetenv(name_);
+  }
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+TEST(Config, EmptyObjectGivesDefaults) {
+  auto r = uvcl::parse_config("{}");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  const Config d;
+  EXPECT_EQ(r->platform_ids, d.platform_ids);
+  EXPECT_EQ(r->queues, d.queues);
+  EXPECT_EQ(r->window, d.window);
+  EXPECT_EQ(r->library, d.library);
+  EXPECT_EQ(r->absorb_sigabrt, d.absorb_sigabrt);
+  EXPECT_EQ(r->cache_dir, d.cache_dir);
+  EXPECT_EQ(r->debug_backends, d.debug_backends);
+  EXPECT_EQ(r->debug_asm, d.debug_asm);
+  EXPECT_FALSE(r->platform_ids.has_value());  // the contract: absent means all platforms
+}
+
+TEST(Config, EveryKeyIsRead) {
+  auto r = uvcl::parse_config(R"({
+    "opencl": {"platform_ids": [2, 0], "queues": 3, "window": 17, "library": "/opt/libOpenCL.so.1",
+               "absorb_sigabrt": true, "cache_dir": "/tmp/cache"},
+    "debug": {"backends": true, "asm": true}
+  })");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->platform_ids, (std::vector<std::size_t>{2, 0}));
+  EXPECT_EQ(r->queues, 3u);
+  EXPECT_EQ(r->window, 17u);
+  EXPECT_EQ(r->library, "/opt/libOpenCL.so.1");
+  EXPECT_TRUE(r->absorb_sigabrt);
+  EXPECT_EQ(r->cache_dir, "/tmp/cache");
+  EXPECT_TRUE(r->debug_backends);
+  EXPECT_TRUE(r->debug_asm);
+}
+
+TEST(Config, PlatformIdsNullEmptyAndList) {
+  auto null = uvcl::parse_config(R"({"opencl": {"platform_ids": null}})");
+  ASSERT_TRUE(null.ok()) << null.error().message;
+  EXPECT_FALSE(null->platform_ids.has_value());
+  auto none = uvcl::parse_config(R"({"opencl": {"platform_ids": []}})");
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  ASSERT_TRUE(none->platform_ids.has_value());
+  EXPECT_TRUE(none->platform_ids->empty());
+}
+
+TEST(Config, CacheDirNullMeansNoCache) {
+  auto r = uvcl::parse_config(R"({"opencl": {"cache_dir": null}})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->cache_dir.empty());
+}
+
+TEST(Config, UnescapesStrings) {
+  auto r = uvcl::parse_config(R"({"opencl": {"library": "C:\\lib\u00e9\"x"}})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->library, "C:\\lib\xc3\xa9\"x");
+}
+
+TEST(Config, QueueAndWindowRangeEdges) {
+  struct Edge {
+    const char* key;
+    long long lo, hi;
+  };
+  for (Edge e : {Edge{"queues", 1, 64}, Edge{"window", 1, 65536}}) {
+    const std::string key = e.key;
+    auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
+    const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi);
+    for (long long ok : {e.lo, e.hi}) {
+      auto r = uvcl::parse_config(doc(ok));
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_EQ(key == "queues" ? r->queues : r->window, static_cast<unsigned>(ok));
+    }
+    for (long long bad : {e.lo - 1, e.hi + 1, -1LL})
+      EXPECT_EQ(config_error(doc(bad)), "cfg.json: opencl." + key + ": expected " + expected + ", got " +
+                                            std::to_string(bad));
+  }
+}
+
+TEST(Config, IntegersMustBeIntegers) {
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": "x"}})"), R"(cfg.json: opencl.queues: expected an integer 1..64, got "x")");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1.5}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 1.5");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 2.0}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 2.0");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1e1}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 1e1");
+  EXPECT_EQ(config_error(R"({"opencl": {"window": true}})"), "cfg.json: opencl.window: expected an integer 1..65536, got true");
+  EXPECT_EQ(config_error(R"({"opencl": {"window": null}})"), "cfg.json: opencl.window: expected an integer 1..65536, got null");
+  EXPECT_EQ(config_error(R"({"opencl": {"window": [8]}})"), "cfg.json: opencl.window: expected an integer 1..65536, got an array");
+  EXPECT_EQ(config_error(R"({"opencl": {"window": {}}})"), "cfg.json: opencl.window: expected an integer 1..65536, got an object");
+  // Past 64 bits, and past a double: still a number, still out of range.
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 123456789012345678901234567890}})"),
+            "cfg.json: opencl.queues: expected an integer 1..64, got 123456789012345678901234567890");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1e400}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 1e400");
+}
+
+TEST(Config, WrongTypes) {
+  EXPECT_EQ(config_error(R"({"opencl": 1})"), "cfg.json: opencl: expected an object, got 1");
+  EXPECT_EQ(config_error(R"({"debug": []})"), "cfg.json: debug: expected an object, got an array");
+  EXPECT_EQ(config_error(R"({"opencl": {"library": 5}})"), "cfg.json: opencl.library: expected a string, got 5");
+  EXPECT_EQ(config_error(R"({"opencl": {"library": null}})"), "cfg.json: opencl.library: expected a string, got null");
+  EXPECT_EQ(config_error(R"({"opencl": {"absorb_sigabrt": "yes"}})"),
+            R"(cfg.json: opencl.absorb_sigabrt: expected true or false, got "yes")");
+  EXPECT_EQ(config_error(R"({"opencl": {"cache_dir": false}})"),
+            "cfg.json: opencl.cache_dir: expected null or a directory path, got false");
+  EXPECT_EQ(config_error(R"({"debug": {"backends": 1}})"), "cfg.json: debug.backends: expected true or false, got 1");
+  EXPECT_EQ(config_error(R"({"debug": {"asm": null}})"), "cfg.json: debug.asm: expected true or false, got null");
+}
+
+TEST(Config, PlatformIdErrors) {
+  EXPECT_EQ(config_error(R"({"opencl": {"platform_ids": 0}})"),
+            "cfg.json: opencl.platform_ids: expected null or an array of non-negative integers, got 0");
+  EXPECT_EQ(config_error(R"({"opencl": {"platform_ids": "all"}})"),
+            R"(cfg.json: opencl.platform_ids: expected null or an array of non-negative integers, got "all")");
+  EXPECT_EQ(config_error(R"({"opencl": {"platform_ids": [0, -1]}})"),
+            "cfg.json: opencl.platform_ids[1]: expected a non-negative integer, got -1");
+  EXPECT_EQ(config_error(R"({"opencl": {"platform_ids": [0.5]}})"),
+            "cfg.json: opencl.platform_ids[0]: expected a non-negative integer, got 0.5");
+  EXPECT_EQ(config_error(R"({"opencl": {"platform_ids": [[0]]}})"),
+            "cfg.json: opencl.platform_ids[0]: expected a non-negative integer, got an array");
+  EXPECT_EQ(config_error(R"({"opencl": {"platform_ids": [1, 2, 1]}})"),
+            "cfg.json: opencl.platform_ids[2]: duplicate platform id 1");
+}
+
+TEST(Config, UnknownKeysNameTheAllowedOnes) {
+  EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
+  EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
+            "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
+            "absorb_sigabrt, cache_dir)");
+  EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
+            "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
+  // Keys that are not plain identifiers are quoted in the path.
+  EXPECT_EQ(config_error(R"({"a b\"c": 1})"), R"(cfg.json: ["a b\"c"]: unknown key (expected one of: opencl, debug))");
+}
+
+TEST(Config, DuplicateKeys) {
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1, "queues": 2}})"), "cfg.json: opencl.queues: duplicate key");
+  EXPECT_EQ(config_error(R"({"debug": {}, "debug": {}})"), "cfg.json: debug: duplicate key");
+}
+
+TEST(Config, TopLevelMustBeAnObject) {
+  EXPECT_EQ(config_error("[]"), "cfg.json: expected a JSON object at the top level, got an array");
+  EXPECT_EQ(config_error("  8 "), "cfg.json: expected a JSON object at the top level, got 8");
+  EXPECT_EQ(config_error(R"("opencl")"), R"(cfg.json: expected a JSON object at the top level, got "opencl")");
+  EXPECT_EQ(config_error("null"), "cfg.json: expected a JSON object at the top level, got null");
+}
+
+TEST(Config, LongValuesAreCutInMessages) {
+  const std::string long_name(200, 'q');
+  const std::string msg = config_error(R"({"opencl": {"queues": ")" + long_name + "\"}}");
+  EXPECT_EQ(msg.rfind("cfg.json: opencl.queues: expected an integer 1..64, got \"qqq", 0), 0u) << msg;
+  EXPECT_EQ(msg.substr(msg.size() - 3), "...");
+  EXPECT_LT(msg.size(), 120u);
+}
+
+// Malformed JSON: the message says where, as a byte offset.
+std::string at_byte(std::size_t offset) { return "cfg.json: malformed JSON at byte " + std::to_string(offset) + " "; }
+
+TEST(Config, MalformedJsonReportsWhere) {
+  struct Case {
+    std::string json;
+    std::size_t offset;
+  };
+  const std::string comma = R"({"opencl": {"queues": 1,, "window": 2}})";
+  const std::string colon = R"({"opencl" {}})";
+  const std::string atom = R"({"debug": {"asm": tru}})";
+  const std::string number = R"({"opencl": {"queues": 01}})";
+  const std::string stray = R"({"opencl": {"platform_ids": [1,]}})";
+  const std::string truncated = R"({"opencl": {"queues": 1})";
+  const std::string trailing = R"({"opencl": {}} {})";
+  const std::string unclosed = R"({"opencl": {"library": "abc}})";
+  const std::string control = "{\"opencl\": {\"library\": \"a\tb\"}}";
+  const std::string utf8 = "{\"opencl\": {\"library\": \"a\xff\"}}";
+  const std::string escape = R"({"opencl": {"library": "\q"}})";
+  for (const Case& c : {Case{comma, comma.find(",,") + 1}, Case{colon, colon.find('{', 1)},
+                        Case{atom, atom.find("tru")}, Case{number, number.find("01")},
+                        Case{stray, stray.find(']')}, Case{truncated, truncated.size()},
+                        Case{trailing, trailing.rfind('{')}, Case{unclosed, unclosed.rfind('"')},
+                        Case{control, control.find('\t')}, Case{utf8, utf8.find('\xff')},
+                        Case{escape, escape.find("\"\\q")}}) {
+    const std::string msg = config_error(c.json);
+    EXPECT_EQ(msg.rfind(at_byte(c.offset), 0), 0u) << c.json << "\n" << msg;
+  }
+}
+
+TEST(Config, MalformedJsonCarriesSimdjsonsMessageAndLine) {
+  const std::string json = "{\n  \"opencl\": {\n    \"queues\": 3,,\n  }\n}";
+  const std::size_t offset = json.find(",,") + 1;
+  const std::size_t line_start = json.rfind('\n', offset) + 1;
+  const std::string where = "(line 3, column " + std::to_string(offset - line_start + 1) + "): ";
+  const std::string msg = config_error(json);
+  EXPECT_EQ(msg, at_byte(offset) + where + simdjson::error_message(simdjson::TAPE_ERROR)) << msg;
+}
+
+TEST(Config, EmptyDocument) {
+  EXPECT_EQ(config_error("").rfind("cfg.json: malformed JSON: ", 0), 0u);
+  EXPECT_EQ(config_error(" \n ").rfind("cfg.json: malformed JSON: ", 0), 0u);
+}
+
+TEST(Config, OriginPrefixesMessages) {
+  auto r = uvcl::parse_config(R"({"x": 1})", "/etc/uvcl.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message.rfind("/etc/uvcl.json: x: unknown key", 0), 0u) << r.error().message;
+}
+
+TEST(ConfigFile, LoadsAFile) {
+  const std::string path = write_file("ok.json", R"({"opencl": {"queues": 5}})");
+  auto r = uvcl::load_config_file(path);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->queues, 5u);
+}
+
+TEST(ConfigFile, ErrorsNameTheFile) {
+  const std::string path = write_file("bad.json", R"({"opencl": {"queues": 0}})");
+  auto r = uvcl::load_config_file(path);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status(), Status::InvalidConfig);
+  EXPECT_EQ(r.error().message, path + ": opencl.queues: expected an integer 1..64, got 0");
+}
+
+TEST(ConfigFile, UnreadableIsAnIoErrorNamingThePath) {
+  const std::string missing = temp_path("does-not-exist.json");
+  std::remove(missing.c_str());
+  auto r = uvcl::load_config_file(missing);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status(), Status::Io);
+  EXPECT_EQ(r.error().message.rfind(missing + ": cannot read: ", 0), 0u) << r.error().message;
+
+  auto dir = uvcl::load_config_file(testing::TempDir());
+  ASSERT_FALSE(dir.ok());
+  EXPECT_EQ(dir.status(), Status::Io) << dir.error().message;
+}
+
+TEST(LoadConfig, ExplicitPathWinsOverTheEnvironment) {
+  const std::string env_file = write_file("env.json", R"({"opencl": {"queues": 2}})");
+  const std::string arg_file = write_file("arg.json", R"({"opencl": {"queues": 7}})");
+  ScopedEnv env("UVCL_CONFIG", env_file.c_str());
+  auto r = uvcl::load_config(arg_file);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->queues, 7u);
+}
+
+TEST(LoadConfig, EnvironmentIsUsedWithoutAPath) {
+  const std::string env_file = write_file("env2.json", R"({"opencl": {"queues": 2}})");
+  ScopedEnv env("UVCL_CONFIG", env_file.c_str());
+  auto r = uvcl::load_config("");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->queues, 2u);
+}
+
+TEST(LoadConfig, EnvironmentErrorsSayWhereThePathCameFrom) {
+  const std::string missing = temp_path("env-missing.json");
+  std::remove(missing.c_str());
+  ScopedEnv env("UVCL_CONFIG", missing.c_str());
+  auto r = uvcl::load_config("");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status(), Status::Io);
+  EXPECT_EQ(r.error().message.rfind("UVCL_CONFIG: " + missing + ": cannot read: ", 0), 0u) << r.error().message;
+}
+
+TEST(LoadConfig, DefaultsWithoutPathOrEnvironment) {
+  for (const char* value : {static_cast<const char*>(nullptr), ""}) {
+    ScopedEnv env("UVCL_CONFIG", value);
+    auto r = uvcl::load_config("");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->queues, Config{}.queues);
+    EXPECT_EQ(r->window, Config{}.window);
+  }
+}
+
+}  // namespace config_test

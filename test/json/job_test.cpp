@@ -1,0 +1,2 @@
+#include <gtest/gtest.h>
+namespace job_test {}
