@@ -70,6 +70,7 @@ class Querier {
     std::size_t size = 0;
     cl_int rc = api_.clGetPlatformInfo(platform_, param, 0, nullptr, &size);
     if (rc != CL_SUCCESS) return platform_error(param_name, rc);
+    if (size == 0) return std::string();
     std::vector<char> bytes(size);
     rc = api_.clGetPlatformInfo(platform_, param, size, bytes.data(), nullptr);
     if (rc != CL_SUCCESS) return platform_error(param_name, rc);
@@ -80,6 +81,7 @@ class Querier {
     std::size_t size = 0;
     cl_int rc = api_.clGetDeviceInfo(device_, param, 0, nullptr, &size);
     if (rc != CL_SUCCESS) return device_error(param_name, rc);
+    if (size == 0) return std::string();
     std::vector<char> bytes(size);
     rc = api_.clGetDeviceInfo(device_, param, size, bytes.data(), nullptr);
     if (rc != CL_SUCCESS) return device_error(param_name, rc);
@@ -97,6 +99,7 @@ class Querier {
   Result<std::vector<std::size_t>> device_sizes(cl_device_info param, const char* param_name,
                                                 std::size_t count) const {
     std::vector<std::size_t> values(count);
+    if (count == 0) return values;
     const cl_int rc = api_.clGetDeviceInfo(device_, param, count * sizeof(std::size_t), values.data(), nullptr);
     if (rc != CL_SUCCESS) return device_error(param_name, rc);
     return values;

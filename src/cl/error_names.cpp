@@ -139,4 +139,6 @@ Error call_error(Status status, const char* call, cl_int code) {
   return Error{status, std::move(message)};
 }
 
+#undef UVCL_CL_ERROR_CODES
+
 }  // namespace uvcl::cl

@@ -42,7 +42,11 @@ Result<std::unique_ptr<Library>> Library::open_first(const std::vector<std::stri
   std::string first_error;
   for (const std::string& path : paths) {
     ::dlerror();  // clear a stale message so the one read below is ours
-    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: ocl-icd never unloads the vendor drivers it opened, and
+    // unmapping the loader itself loses its platform list (a leak per
+    // open/close cycle, seen under LeakSanitizer) and makes the next open()
+    // scan the vendors again. dlclose still drops the reference.
+    void* handle = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (handle == nullptr) {
       if (first_error.empty()) {
         const char* why = ::dlerror();

@@ -229,30 +229,45 @@ Result<std::string> read_file(const std::string& path) {
 }
 
 Result<od::object> Reader::open(std::string_view input) {
-  input_ = simdjson::padded_string(input);
+  // The document is parsed wrapped in [ ]: simdjson rejects a root object
+  // whose last token is not its '}' as "ended early" even when the object is
+  // complete and trailing content follows; as the first array element, the
+  // object parses on its own and whatever follows it is found exactly.
+  input_ = simdjson::padded_string(input.size() + 2);
   if (input_.data() == nullptr) return fail(Path(), "out of memory copying the document");
+  input_.data()[0] = '[';
+  std::memcpy(input_.data() + 1, input.data(), input.size());
+  input_.data()[input.size() + 1] = ']';
+  text_ = std::string_view(input_.data() + 1, input.size());
+  if (trim_right(text_).empty()) return syntax(simdjson::EMPTY, nullptr);
+
   if (auto e = parser_.iterate(input_).get(doc_)) {
-    const std::optional<std::size_t> at = locate_scan_error(input, e);
-    return syntax(e, at ? input_.data() + *at : nullptr);
+    const std::optional<std::size_t> at = locate_scan_error(text_, e);
+    return syntax(e, at ? text_.data() + *at : nullptr);
   }
   doc_ready_ = true;
-  std::string_view tok;
-  if (auto e = doc_.raw_json_token().get(tok)) return syntax(e, nullptr);
-  tok = trim_right(tok);
+  od::array wrapper;
+  if (auto e = doc_.get_array().get(wrapper)) return syntax(e, nullptr);
+  od::array_iterator first;
+  if (auto e = wrapper.begin().get(first)) return syntax(e, nullptr);
+  if (!(first != wrapper.end())) return syntax(simdjson::TAPE_ERROR, text_.data());  // the input began with ']'
+  od::value root;
+  if (auto e = (*first).get(root)) return syntax(e, nullptr);
+  const std::string_view tok = token(root);
   if (tok.empty() || tok[0] != '{') {
-    if (!is_valid_atom(tok) || tok.empty() || !starts_value(tok[0]))
-      return syntax(tok.empty() ? simdjson::EMPTY : atom_error(tok[0]), tok.data());
+    if (tok.empty() || !starts_value(tok[0]) || !is_valid_atom(tok))
+      return syntax(tok.empty() ? simdjson::TAPE_ERROR : atom_error(tok[0]), tok.empty() ? nullptr : tok.data());
     return fail(Path(), "expected a JSON object at the top level, got " + describe_token(tok));
   }
   od::object obj;
-  if (auto e = doc_.get_object().get(obj)) return syntax(e, nullptr);
+  if (auto e = root.get_object().get(obj)) return syntax(e, tok.data());
   return obj;
 }
 
 Result<void> Reader::finish() {
   const char* loc = nullptr;
-  // Past the end the location is out of bounds: that is the good case.
-  if (doc_.current_location().get(loc) != simdjson::SUCCESS) return {};
+  if (auto e = doc_.current_location().get(loc)) return syntax(e, nullptr);
+  if (loc == text_.data() + text_.size()) return {};  // the closing ']' of the wrapper
   return syntax_at(loc, "unexpected content after the top-level object");
 }
 
@@ -277,10 +292,7 @@ Error Reader::expected(const Path& at, std::string_view what, od::value& v) cons
 }
 
 Error Reader::syntax(simdjson::error_code code, const char* where) {
-  if (where == nullptr && code == simdjson::INCOMPLETE_ARRAY_OR_OBJECT) {
-    // The parser blames the start of the object; the input ran out at its end.
-    where = input_.data() + input_.size();
-  } else if (where == nullptr && doc_ready_) {
+  if (where == nullptr && doc_ready_) {
     const char* loc = nullptr;
     if (doc_.current_location().get(loc) == simdjson::SUCCESS) where = loc;
   }
@@ -289,11 +301,12 @@ Error Reader::syntax(simdjson::error_code code, const char* where) {
 
 Error Reader::syntax_at(const char* where, std::string_view what) const {
   std::string msg = "malformed JSON";
-  if (where != nullptr && where >= input_.data() && where <= input_.data() + input_.size()) {
-    const auto offset = static_cast<std::size_t>(where - input_.data());
+  // The wrapper's ']' sits one past the input: the input ended there.
+  if (where != nullptr && where >= text_.data() && where <= text_.data() + text_.size()) {
+    const auto offset = static_cast<std::size_t>(where - text_.data());
     std::size_t line = 1, column = 1;
     for (std::size_t i = 0; i < offset; ++i) {
-      if (input_.data()[i] == '\n') {
+      if (text_[i] == '\n') {
         ++line;
         column = 1;
       } else {

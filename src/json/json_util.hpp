@@ -124,7 +124,8 @@ class Reader {
 
   std::string origin_;
   Status status_;
-  simdjson::padded_string input_;
+  simdjson::padded_string input_;  // "[" + the document + "]"
+  std::string_view text_;           // the document itself, inside input_
   od::parser parser_;
   od::document doc_;
   bool doc_ready_ = false;

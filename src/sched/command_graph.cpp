@@ -80,10 +80,13 @@ void CommandGraph::settle_from(CommandId first) {
 void CommandGraph::fail(CommandId id, Error error) { fail_from(id, std::move(error)); }
 
 void CommandGraph::fail_from(CommandId first, Error error) {
-  std::vector<std::pair<CommandId, Error>> work;
-  work.emplace_back(first, std::move(error));
+  // Every downstream command gets the root error once, with one line of
+  // context naming the root: messages do not grow with the chain.
+  Error downstream = error;
+  downstream.context("input produced by failed command " + std::to_string(first));
+  std::vector<CommandId> work{first};
   while (!work.empty()) {
-    auto [id, err] = std::move(work.back());
+    const CommandId id = work.back();
     work.pop_back();
     auto it = nodes_.find(id);
     if (it == nodes_.end()) continue;
@@ -93,12 +96,8 @@ void CommandGraph::fail_from(CommandId first, Error error) {
     transition(n, CommandEvent::Fail);
     std::vector<CommandId> dependents = std::move(n.dependents);
     n.dependents.clear();
-    outcomes_.push_back(Outcome{id, err});
-    for (CommandId d : dependents) {
-      Error passed = err;
-      passed.context("input produced by failed command " + std::to_string(id));
-      work.emplace_back(d, std::move(passed));
-    }
+    outcomes_.push_back(Outcome{id, id == first ? error : downstream});
+    work.insert(work.end(), dependents.begin(), dependents.end());
     // A failed command whose event still runs stays until event_done.
     if (!awaits_event) retire(id);
   }
