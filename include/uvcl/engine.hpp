@@ -143,6 +143,7 @@ class Engine {
   Engine& operator=(const Engine&) = delete;
 
   uv_loop_s* loop() const;
+  const Config& config() const;
   std::size_t device_count() const;
   const DeviceInfo& device(std::size_t index) const;  // index < device_count()
   bool device_lost(std::size_t index) const;
@@ -188,6 +189,9 @@ class Engine {
 
   // --- launches -------------------------------------------------------
   Result<void> launch(const Launch& l);
+  // The checks launch() makes (arguments against the kernel's signature,
+  // sizes against the device), without launching.
+  Result<void> check_launch(const Launch& l);
   // Runs the kernel alone once the device's earlier work is done (waiting
   // asynchronously) and reports device and wall nanoseconds.
   Result<void> timed_launch(const Launch& l, TimingCallback on_timed);

@@ -228,6 +228,7 @@ void Engine::Impl::check_drains() {
 // --- public API: the loop -------------------------------------------------
 
 uv_loop_s* Engine::loop() const { return impl_->loop; }
+const Config& Engine::config() const { return impl_->config; }
 std::size_t Engine::device_count() const { return impl_->devices.size(); }
 const DeviceInfo& Engine::device(std::size_t index) const { return impl_->devices.at(index)->dev.info; }
 bool Engine::device_lost(std::size_t index) const {

@@ -173,6 +173,12 @@ Result<void> Engine::launch(const Launch& l) {
   return {};
 }
 
+Result<void> Engine::check_launch(const Launch& l) {
+  auto c = impl_->resolve_launch(l, Op::Launch);
+  if (!c) return std::move(c).error();
+  return {};
+}
+
 Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
   Impl& e = *impl_;
   auto c = e.resolve_launch(l, Op::Timed);

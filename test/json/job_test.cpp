@@ -33,7 +33,22 @@ struct Doc {
   }
 };
 
-std::string with_buffer(const std::string& buffer) { return Doc{buffer}.str(); }
+// The default job plus one more buffer (the default launch uses "a").
+std::string with_buffer(const std::string& buffer) {
+  Doc d;
+  d.buffers += ", " + buffer;
+  return d.str();
+}
+std::string with_kernels(const std::string& kernels) {
+  Doc d;
+  d.kernels = kernels;
+  return d.str();
+}
+std::string with_outputs(const std::string& outputs) {
+  Doc d;
+  d.extra = R"(, "outputs": )" + outputs;
+  return d.str();
+}
 std::string with_launch(const std::string& launch) {
   Doc d;
   d.launches = launch;
@@ -68,6 +83,13 @@ T read_le(const std::byte* p) {
     std::memcpy(&v, &narrow, sizeof(T));
   }
   return v;
+}
+
+const uvcl::job::Buffer& buffer(const Job& j, const std::string& name) {
+  for (const auto& b : j.buffers)
+    if (b.name == name) return b;
+  ADD_FAILURE() << "no buffer " << name;
+  return j.buffers.at(0);
 }
 
 template <class T>
@@ -198,7 +220,7 @@ TEST(Job, InitBytesAreLittleEndian) {
   auto r = parse(with_buffer(R"("u": {"type": "uint", "count": 1, "init": {"fill": 305419896}})"));
   ASSERT_TRUE(r.ok()) << r.error().message;
   const std::vector<std::byte> expect = {std::byte{0x78}, std::byte{0x56}, std::byte{0x34}, std::byte{0x12}};
-  EXPECT_EQ(r->buffers[0].init.bytes, expect);  // 305419896 == 0x12345678
+  EXPECT_EQ(buffer(*r, "u").init.bytes, expect);  // 305419896 == 0x12345678
 }
 
 TEST(Job, FloatsTakeIntegersAndNonFiniteStrings) {
@@ -207,14 +229,14 @@ TEST(Job, FloatsTakeIntegersAndNonFiniteStrings) {
       R"("d": {"type": "double", "count": 1, "init": {"fill": "-inf"}},)"
       R"("h": {"type": "half", "count": 2, "init": {"data": ["nan", 65504]}})"));
   ASSERT_TRUE(r.ok()) << r.error().message;
-  const auto f = values<float>(r->buffers[0].init.bytes);
+  const auto f = values<float>(buffer(*r, "f").init.bytes);
   EXPECT_EQ(f[0], 3.0f);
   EXPECT_TRUE(std::isnan(f[1]));
   EXPECT_EQ(f[2], std::numeric_limits<float>::infinity());
   EXPECT_EQ(f[3], -std::numeric_limits<float>::infinity());
   EXPECT_TRUE(std::signbit(f[4]));
-  EXPECT_EQ(values<double>(r->buffers[1].init.bytes)[0], -std::numeric_limits<double>::infinity());
-  const auto h = values<std::uint16_t>(r->buffers[2].init.bytes);
+  EXPECT_EQ(values<double>(buffer(*r, "d").init.bytes)[0], -std::numeric_limits<double>::infinity());
+  const auto h = values<std::uint16_t>(buffer(*r, "h").init.bytes);
   EXPECT_TRUE(std::isnan(uvcl::half_to_float(h[0])));
   EXPECT_EQ(uvcl::half_to_float(h[1]), 65504.0f);
 }
@@ -372,21 +394,21 @@ TEST(Job, EveryErrorKindNamesItsPath) {
       {"empty file path", with_buffer(R"("b": {"type": "int", "count": 1, "init": {"file": ""}})"),
        R"(buffers.b.init.file: expected a file path, got "")"},
       // kernels
-      {"kernel not object", Doc{Doc{}.buffers, R"("k": "src")"}.str(),
+      {"kernel not object", with_kernels(R"("k": "src")"),
        R"(kernels.k: expected an object with "source" or "file", got "src")"},
-      {"kernel without source", Doc{Doc{}.buffers, R"("k": {"entry": "k"})"}.str(),
+      {"kernel without source", with_kernels(R"("k": {"entry": "k"})"),
        R"(kernels.k: expected exactly one of "source" or "file")"},
-      {"kernel with both", Doc{Doc{}.buffers, R"("k": {"source": "s", "file": "f.cl"})"}.str(),
+      {"kernel with both", with_kernels(R"("k": {"source": "s", "file": "f.cl"})"),
        R"(kernels.k: expected exactly one of "source" or "file")"},
-      {"kernel unknown key", Doc{Doc{}.buffers, R"("k": {"source": "s", "args": []})"}.str(),
+      {"kernel unknown key", with_kernels(R"("k": {"source": "s", "args": []})"),
        "kernels.k.args: unknown key (expected one of: source, file, entry, options)"},
-      {"kernel source not string", Doc{Doc{}.buffers, R"("k": {"source": ["s"]})"}.str(),
+      {"kernel source not string", with_kernels(R"("k": {"source": ["s"]})"),
        "kernels.k.source: expected a string, got an array"},
-      {"kernel empty entry", Doc{Doc{}.buffers, R"("k": {"source": "s", "entry": ""})"}.str(),
+      {"kernel empty entry", with_kernels(R"("k": {"source": "s", "entry": ""})"),
        R"(kernels.k.entry: expected a kernel function name, got "")"},
-      {"kernel options not string", Doc{Doc{}.buffers, R"("k": {"source": "s", "options": 1})"}.str(),
+      {"kernel options not string", with_kernels(R"("k": {"source": "s", "options": 1})"),
        "kernels.k.options: expected a string, got 1"},
-      {"duplicate kernel", Doc{Doc{}.buffers, R"("k": {"source": "s"}, "k": {"source": "t"})"}.str(),
+      {"duplicate kernel", with_kernels(R"("k": {"source": "s"}, "k": {"source": "t"})"),
        "kernels.k: duplicate key"},
       // launches
       {"launch not object", with_launch("1"), "launches[0]: expected a launch object, got 1"},
@@ -433,11 +455,11 @@ TEST(Job, EveryErrorKindNamesItsPath) {
       {"arg float string", with_arg(R"({"float": "pi"})"),
        R"(launches[0].args[0].float: expected a float (a number, "nan", "inf" or "-inf"), got "pi")"},
       // outputs
-      {"unknown output", Doc{Doc{}.buffers, Doc{}.kernels, Doc{}.launches, R"(, "outputs": ["a", "q"])"}.str(),
+      {"unknown output", with_outputs(R"(["a", "q"])"),
        R"(outputs[1]: unknown buffer "q")"},
-      {"duplicate output", Doc{Doc{}.buffers, Doc{}.kernels, Doc{}.launches, R"(, "outputs": ["a", "n", "a"])"}.str(),
+      {"duplicate output", with_outputs(R"(["a", "n", "a"])"),
        R"(outputs[2]: duplicate output "a")"},
-      {"output not string", Doc{Doc{}.buffers, Doc{}.kernels, Doc{}.launches, R"(, "outputs": [0])"}.str(),
+      {"output not string", with_outputs(R"([0])"),
        "outputs[0]: expected a buffer name, got 0"},
       // names that are not identifiers are quoted in paths
       {"odd name", with_buffer(R"("my buf": {"type": "int", "count": 0})"),
@@ -451,7 +473,7 @@ TEST(Job, EveryErrorKindNamesItsPath) {
 
 TEST(Job, FilesCanBeForbidden) {
   const ParseOptions no_files{false};
-  const std::string kernel_file = Doc{Doc{}.buffers, R"("k": {"file": "k.cl"})"}.str();
+  const std::string kernel_file = with_kernels(R"("k": {"file": "k.cl"})");
   const std::string init_file = with_buffer(R"("b": {"type": "int", "count": 1, "init": {"file": "b.bin"}})");
   const std::string safetensors =
       with_buffer(R"("b": {"type": "int", "count": 1, "init": {"safetensors": "w.st", "tensor": "t"}})");
@@ -465,7 +487,7 @@ TEST(Job, FilesCanBeForbidden) {
 
 TEST(Job, MalformedJsonReportsTheByteOffset) {
   std::string json = Doc{}.str();
-  json.insert(json.find("\"kernels\""), ",");  // a doubled comma
+  json.insert(json.find(", \"kernels\""), ",");  // a doubled comma
   const std::size_t offset = json.find(",,") + 1;
   const std::string msg = job_error(json);
   EXPECT_EQ(msg.rfind("job.json: malformed JSON at byte " + std::to_string(offset) + " ", 0), 0u) << msg;
@@ -478,10 +500,16 @@ TEST(Job, MalformedJsonReportsTheByteOffset) {
   EXPECT_EQ(job_error(bad_init).rfind("job.json: malformed JSON at byte " + std::to_string(bad_init.find(" 2]") + 1), 0),
             0u)
       << job_error(bad_init);
-  const std::string trailing = Doc{}.str() + " []";
-  EXPECT_EQ(job_error(trailing),
-            "job.json: malformed JSON at byte " + std::to_string(trailing.rfind('[')) + " (line 1, column " +
-                std::to_string(trailing.rfind('[') + 1) + "): unexpected content after the top-level object");
+  for (const std::string tail : {" []", " {}", "}", ",", " x"}) {
+    const std::string trailing = Doc{}.str() + tail;
+    const std::size_t at = trailing.find_first_not_of(' ', Doc{}.str().size());
+    EXPECT_EQ(job_error(trailing), "job.json: malformed JSON at byte " + std::to_string(at) + " (line 1, column " +
+                                       std::to_string(at + 1) + "): unexpected content after the top-level object");
+  }
+  // A truncated document: the error points at its end.
+  const std::string cut = Doc{}.str().substr(0, Doc{}.str().size() - 1);
+  EXPECT_EQ(job_error(cut).rfind("job.json: malformed JSON at byte " + std::to_string(cut.size()) + " ", 0), 0u)
+      << job_error(cut);
 }
 
 TEST(Job, LargeDataArrays) {
@@ -491,7 +519,7 @@ TEST(Job, LargeDataArrays) {
   auto r = parse(with_buffer(R"("big": {"type": "int", "count": )" + std::to_string(n) + R"(, "init": {"data": [)" +
                              data + "]}}"));
   ASSERT_TRUE(r.ok()) << r.error().message;
-  const auto v = values<std::int32_t>(r->buffers[0].init.bytes);
+  const auto v = values<std::int32_t>(buffer(*r, "big").init.bytes);
   ASSERT_EQ(v.size(), static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) ASSERT_EQ(v[i], i * 3 - n);
 }
@@ -510,7 +538,7 @@ TEST(JobFile, LoadsAndNamesTheFileInErrors) {
   auto ok = uvcl::job::load_job_file(path);
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   // allow_files reaches through load_job_file as well.
-  std::ofstream(path) << Doc{Doc{}.buffers, R"("k": {"file": "k.cl"})"}.str();
+  std::ofstream(path) << with_kernels(R"("k": {"file": "k.cl"})");
   EXPECT_FALSE(uvcl::job::load_job_file(path, ParseOptions{false}).ok());
 }
 

@@ -1,0 +1,538 @@
+#include "engine/job_runner.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include <uv.h>
+
+#include "cl/devices.hpp"
+
+namespace uvcl::job {
+
+namespace {
+
+Error job_error(std::string message) { return Error{Status::InvalidJob, std::move(message)}; }
+
+Result<std::string> read_file(const std::string& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{Status::Io, std::string(what) + ": cannot read " + path};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string join_path(const std::string& dir, const std::string& file) {
+  if (file.empty() || file[0] == '/' || dir.empty()) return file;
+  return dir.back() == '/' ? dir + file : dir + "/" + file;
+}
+
+// The scalar type a kernel parameter's type name denotes, if it is one.
+std::optional<ScalarType> param_scalar(std::string name) {
+  if (name.rfind("unsigned ", 0) == 0) name = "u" + name.substr(9);
+  return scalar_type_from_name(name);
+}
+
+// The element type of a pointer parameter ("float*" -> float).
+std::optional<ScalarType> param_pointee(const std::string& name) {
+  if (name.empty() || name.back() != '*') return std::nullopt;
+  return param_scalar(name.substr(0, name.size() - 1));
+}
+
+// One job's state machine: Building -> Running -> Reading -> Done. Owned by
+// shared_ptr copies in the engine callbacks, so it lives until the last one.
+class JobRun : public std::enable_shared_from_this<JobRun> {
+ public:
+  JobRun(Engine& e, Job job, RunOptions opts, RunCallback done)
+      : engine_(e), job_(std::move(job)), opts_(std::move(opts)), done_(std::move(done)) {}
+
+  Result<void> start();
+
+ private:
+  void built(std::size_t program, Result<void> r);
+  void run();
+  Result<void> make_kernels();
+  Result<void> make_buffers();
+  Result<void> enqueue_launches();
+  void read_outputs();
+  void fail(Error e);
+  void finish();
+  void cleanup();
+  std::string schedule_entry_json(const ScheduleEntry& s) const;
+
+  Engine& engine_;
+  Job job_;
+  RunOptions opts_;
+  RunCallback done_;
+  std::size_t device_ = 0;
+  std::vector<uvcl::Program> programs_;           // distinct (source, options)
+  std::vector<std::size_t> kernel_program_;  // job kernel -> programs_ index
+  std::vector<uvcl::Kernel> kernels_;
+  std::vector<std::vector<KernelParam>> params_;
+  std::vector<uvcl::Buffer> buffers_;
+  std::size_t builds_pending_ = 0;
+  std::size_t reads_pending_ = 0;
+  std::optional<Error> error_;
+  bool finished_ = false;
+  RunResult result_;
+  EngineStats stats_before_;
+  std::uint64_t t_start_ = 0, t_run_ = 0;
+  std::vector<std::string> schedule_;
+};
+
+Result<void> JobRun::start() {
+  t_start_ = uv_hrtime();
+  device_ = opts_.device ? *opts_.device : job_.device.value_or(0);
+  if (device_ >= engine_.device_count())
+    return job_error("device " + std::to_string(device_) + " out of range (" +
+                     std::to_string(engine_.device_count()) + " devices)");
+  result_.device = device_;
+  result_.stats.queues = engine_.config().queues;
+  std::uint64_t total_launches = 0;
+  for (const Launch& l : job_.launches) total_launches += l.repeat;
+  if (opts_.max_launches && total_launches > opts_.max_launches)
+    return job_error("launches: " + std::to_string(total_launches) + " launches, the limit is " +
+                     std::to_string(opts_.max_launches));
+  std::uint64_t total_bytes = 0;
+  for (const job::Buffer& b : job_.buffers) total_bytes += b.count * scalar_size(b.type);
+  if (opts_.max_buffer_bytes && total_bytes > opts_.max_buffer_bytes)
+    return job_error("buffers: " + std::to_string(total_bytes) + " bytes, the limit is " +
+                     std::to_string(opts_.max_buffer_bytes));
+  for (const job::Buffer& b : job_.buffers)
+    if (b.type == ScalarType::Half && !engine_.device(device_).fp16)
+      return job_error("buffers." + b.name + ": type half needs cl_khr_fp16, which device " +
+                       std::to_string(device_) + " lacks");
+
+  // Sources, deduplicated: one build per distinct (source, options).
+  std::map<std::pair<std::string, std::string>, std::size_t> seen;
+  std::vector<std::pair<std::string, std::string>> sources;
+  for (const job::Kernel& k : job_.kernels) {
+    std::string source = k.source;
+    if (!k.file.empty()) {
+      if (!opts_.allow_files) return job_error("kernels." + k.name + ".file: files are not allowed here");
+      auto text = read_file(join_path(opts_.base_dir, k.file), ("kernels." + k.name + ".file").c_str());
+      if (!text) return std::move(text).error();
+      source = std::move(text.value());
+    }
+    auto key = std::make_pair(std::move(source), k.options);
+    auto [it, fresh] = seen.emplace(key, sources.size());
+    if (fresh) sources.push_back(std::move(key));
+    kernel_program_.push_back(it->second);
+  }
+  stats_before_ = engine_.stats();
+  builds_pending_ = sources.size();
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < sources.size(); ++i) {
+    auto p = engine_.compile(device_, sources[i].first, sources[i].second,
+                             [self, i](Result<void> r) { self->built(i, std::move(r)); });
+    if (!p) {
+      builds_pending_ -= sources.size() - i;  // the rest never start
+      Error e = std::move(p).error();
+      for (std::size_t k = 0; k < job_.kernels.size(); ++k)
+        if (kernel_program_[k] == i) {
+          e.context("kernels." + job_.kernels[k].name);
+          break;
+        }
+      error_ = std::move(e);
+      if (builds_pending_ == 0) {
+        cleanup();
+        return std::move(*error_);
+      }
+      return {};  // the builds started report back; then fail() runs
+    }
+    programs_.push_back(p.value());
+  }
+  if (sources.empty()) run();
+  return {};
+}
+
+void JobRun::built(std::size_t program, Result<void> r) {
+  --builds_pending_;
+  if (!r && !error_) {
+    Error e = std::move(r).error();
+    for (std::size_t k = 0; k < job_.kernels.size(); ++k)
+      if (kernel_program_[k] == program) {
+        e.context("kernels." + job_.kernels[k].name);
+        break;
+      }
+    error_ = std::move(e);
+  }
+  if (builds_pending_ > 0) return;
+  if (error_) {
+    Error e = std::move(*error_);
+    error_.reset();
+    fail(std::move(e));
+    return;
+  }
+  result_.stats.compile_ms = static_cast<double>(uv_hrtime() - t_start_) / 1e6;
+  run();
+}
+
+void JobRun::run() {
+  t_run_ = uv_hrtime();
+  if (opts_.record_schedule) {
+    auto self = shared_from_this();
+    engine_.set_schedule_recorder([self](const ScheduleEntry& s) { self->schedule_.push_back(self->schedule_entry_json(s)); });
+  }
+  for (auto step : {&JobRun::make_kernels, &JobRun::make_buffers, &JobRun::enqueue_launches}) {
+    if (auto r = (this->*step)(); !r) {
+      fail(std::move(r).error());
+      return;
+    }
+  }
+  read_outputs();
+}
+
+Result<void> JobRun::make_kernels() {
+  for (std::size_t i = 0; i < job_.kernels.size(); ++i) {
+    const job::Kernel& jk = job_.kernels[i];
+    auto k = engine_.kernel(programs_[kernel_program_[i]], jk.entry.empty() ? jk.name : jk.entry);
+    if (!k) return std::move(k).error().context("kernels." + jk.name);
+    kernels_.push_back(k.value());
+    auto params = engine_.kernel_params(k.value());
+    if (!params) return std::move(params).error().context("kernels." + jk.name);
+    params_.push_back(std::move(params.value()));
+  }
+  return {};
+}
+
+Result<void> JobRun::make_buffers() {
+  for (const job::Buffer& jb : job_.buffers) {
+    const std::string where = "buffers." + jb.name;
+    const std::size_t elem = scalar_size(jb.type);
+    const std::size_t bytes = jb.count * elem;
+    auto b = engine_.allocate(device_, bytes);
+    if (!b) return std::move(b).error().context(where);
+    buffers_.push_back(b.value());
+    Result<void> r;
+    switch (jb.init.kind) {
+      case Init::Kind::Zero: {
+        const std::byte zero{0};
+        r = engine_.fill(b.value(), std::span<const std::byte>(&zero, 1), 0, bytes);
+        break;
+      }
+      case Init::Kind::Fill: r = engine_.fill(b.value(), jb.init.bytes, 0, bytes); break;
+      case Init::Kind::Data: r = engine_.write(b.value(), 0, jb.init.bytes); break;
+      case Init::Kind::File: {
+        if (!opts_.allow_files) return job_error(where + ".init.file: files are not allowed here");
+        auto data = read_file(join_path(opts_.base_dir, jb.init.path), (where + ".init.file").c_str());
+        if (!data) return std::move(data).error();
+        if (data->size() != bytes)
+          return job_error(where + ".init.file: " + jb.init.path + " has " + std::to_string(data->size()) +
+                           " bytes, expected " + std::to_string(bytes) + " (" + std::to_string(jb.count) + " " +
+                           std::string(scalar_type_name(jb.type)) + ")");
+        r = engine_.write(b.value(), 0, std::as_bytes(std::span<const char>(data->data(), data->size())));
+        break;
+      }
+      case Init::Kind::Safetensors:
+        return job_error(where + ".init.safetensors: safetensors files are not supported by this build");
+    }
+    if (!r) return std::move(r).error().context(where);
+  }
+  return {};
+}
+
+Result<void> JobRun::enqueue_launches() {
+  std::vector<uvcl::Launch> launches;
+  for (std::size_t li = 0; li < job_.launches.size(); ++li) {
+    const job::Launch& jl = job_.launches[li];
+    const job::Kernel& jk = job_.kernels[jl.kernel];
+    const std::string where = "launches[" + std::to_string(li) + "] (kernel " + jk.name + ")";
+    const auto& params = params_[jl.kernel];
+    uvcl::Launch l;
+    l.kernel = kernels_[jl.kernel];
+    l.tag = li;
+    for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+      const Arg& a = jl.args[ai];
+      const std::string at = "launches[" + std::to_string(li) + "].args[" + std::to_string(ai) + "]";
+      const KernelParam* p = ai < params.size() ? &params[ai] : nullptr;
+      switch (a.kind) {
+        case Arg::Kind::Buffer: {
+          const job::Buffer& jb = job_.buffers[a.buffer];
+          if (p) {
+            auto pointee = param_pointee(p->type_name);
+            if (pointee && *pointee != jb.type)
+              return job_error(at + ": kernel " + jk.name + " parameter " + p->name + " is " + p->type_name +
+                               ", buffer " + jb.name + " holds " + std::string(scalar_type_name(jb.type)));
+          }
+          l.args.push_back(KernelArg::of(buffers_[a.buffer]));
+          break;
+        }
+        case Arg::Kind::Scalar: {
+          if (p && p->access == ParamAccess::Scalar) {
+            auto want = param_scalar(p->type_name);
+            if (want && *want != a.scalar.type)
+              return job_error(at + ": kernel " + jk.name + " parameter " + p->name + " is " + p->type_name +
+                               ", got " + std::string(scalar_type_name(a.scalar.type)));
+          }
+          l.args.push_back(KernelArg::of(a.scalar));
+          break;
+        }
+        case Arg::Kind::Local: l.args.push_back(KernelArg::local(a.local_bytes)); break;
+      }
+    }
+    for (std::uint64_t g : jl.global) l.global.emplace_back(static_cast<std::size_t>(g));
+    for (std::uint64_t g : jl.local) l.local.push_back(static_cast<std::size_t>(g));
+    if (auto r = engine_.check_launch(l); !r) return std::move(r).error().context(where);
+    launches.push_back(std::move(l));
+  }
+  // Everything checked: nothing runs unless all of it can.
+  for (std::size_t li = 0; li < launches.size(); ++li)
+    for (std::uint64_t r = 0; r < job_.launches[li].repeat; ++r) {
+      if (auto res = engine_.launch(launches[li]); !res)
+        return std::move(res).error().context("launches[" + std::to_string(li) + "]");
+      ++result_.stats.launches;
+    }
+  return {};
+}
+
+void JobRun::read_outputs() {
+  reads_pending_ = job_.outputs.size();
+  result_.outputs.resize(job_.outputs.size());
+  if (reads_pending_ == 0) {
+    auto self = shared_from_this();
+    engine_.drain([self](Result<void> r) {
+      if (!r) self->fail(std::move(r).error());
+      else self->finish();
+    });
+    return;
+  }
+  auto self = shared_from_this();
+  for (std::size_t i = 0; i < job_.outputs.size(); ++i) {
+    const job::Buffer& jb = job_.buffers[job_.outputs[i]];
+    Output& out = result_.outputs[i];
+    out.name = jb.name;
+    out.type = jb.type;
+    auto r = engine_.read(buffers_[job_.outputs[i]], 0, jb.count * scalar_size(jb.type),
+                          [self, i](Result<std::span<const std::byte>> data) {
+                            --self->reads_pending_;
+                            if (!data) {
+                              if (!self->error_)
+                                self->error_ = std::move(data).error().context(
+                                    "outputs." + self->result_.outputs[i].name);
+                            } else {
+                              self->result_.outputs[i].data.assign(data->begin(), data->end());
+                            }
+                            if (self->reads_pending_ > 0) return;
+                            if (self->error_) {
+                              Error e = std::move(*self->error_);
+                              self->error_.reset();
+                              self->fail(std::move(e));
+                            } else {
+                              self->finish();
+                            }
+                          });
+    if (!r) {
+      reads_pending_ -= job_.outputs.size() - i;
+      if (!error_) error_ = std::move(r).error().context("outputs." + jb.name);
+      if (reads_pending_ == 0) {
+        Error e = std::move(*error_);
+        error_.reset();
+        fail(std::move(e));
+      }
+      return;
+    }
+  }
+}
+
+void JobRun::fail(Error e) {
+  if (finished_) return;
+  finished_ = true;
+  cleanup();
+  RunCallback done = std::move(done_);
+  done(std::move(e));
+}
+
+void JobRun::finish() {
+  if (finished_) return;
+  finished_ = true;
+  const EngineStats after = engine_.stats();
+  result_.stats.commands = after.submitted - stats_before_.submitted;
+  result_.stats.cross_queue_waits = after.cross_queue_waits - stats_before_.cross_queue_waits;
+  result_.stats.run_ms = static_cast<double>(uv_hrtime() - t_run_) / 1e6;
+  if (opts_.record_schedule) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < schedule_.size(); ++i) s += (i ? ",\n" : "\n") + schedule_[i];
+    result_.schedule_json = s + "\n]\n";
+  }
+  cleanup();
+  RunCallback done = std::move(done_);
+  done(std::move(result_));
+}
+
+void JobRun::cleanup() {
+  if (opts_.record_schedule) engine_.set_schedule_recorder({});
+  for (uvcl::Buffer b : buffers_) (void)engine_.release(b);
+  for (uvcl::Kernel k : kernels_) (void)engine_.release(k);
+  for (uvcl::Program p : programs_) (void)engine_.release(p);
+  buffers_.clear();
+  kernels_.clear();
+  programs_.clear();
+}
+
+std::string JobRun::schedule_entry_json(const ScheduleEntry& s) const {
+  auto name_of = [&](uvcl::Buffer b) -> std::string {
+    for (std::size_t i = 0; i < buffers_.size(); ++i)
+      if (buffers_[i] == b) return job_.buffers[i].name;
+    return "#" + std::to_string(b.id);
+  };
+  std::string out = "{\"id\": " + std::to_string(s.id) + ", \"op\": \"" + s.op + "\"";
+  if (std::strcmp(s.op, "launch") == 0) out += ", \"launch\": " + std::to_string(s.tag);
+  out += ", \"device\": " + std::to_string(s.device) + ", \"queue\": " + std::to_string(static_cast<std::int64_t>(
+                                                                             s.queue == 0xffffffffu ? -1 : s.queue));
+  for (auto [key, list] : {std::pair{"reads", &s.reads}, std::pair{"writes", &s.writes}}) {
+    out += std::string(", \"") + key + "\": [";
+    for (std::size_t i = 0; i < list->size(); ++i) out += (i ? ", \"" : "\"") + name_of((*list)[i]) + "\"";
+    out += "]";
+  }
+  out += ", \"waits\": [";
+  for (std::size_t i = 0; i < s.waits.size(); ++i) out += (i ? ", " : "") + std::to_string(s.waits[i]);
+  return out + "]}";
+}
+
+// Shortest text that reads back to the same value.
+template <class T>
+void append_number(std::string& out, T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(v)) {
+      out += "\"nan\"";
+      return;
+    }
+    if (std::isinf(v)) {
+      out += v > 0 ? "\"inf\"" : "\"-inf\"";
+      return;
+    }
+  }
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, res.ptr);
+}
+
+template <class T>
+void append_values(std::string& out, const std::vector<std::byte>& data) {
+  const std::size_t n = data.size() / sizeof(T);
+  for (std::size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, data.data() + i * sizeof(T), sizeof(T));
+    if (i) out += ", ";
+    append_number(out, v);
+  }
+}
+
+void append_output(std::string& out, const Output& o) {
+  switch (o.type) {
+    case ScalarType::Char: append_values<std::int8_t>(out, o.data); break;
+    case ScalarType::UChar: append_values<std::uint8_t>(out, o.data); break;
+    case ScalarType::Short: append_values<std::int16_t>(out, o.data); break;
+    case ScalarType::UShort: append_values<std::uint16_t>(out, o.data); break;
+    case ScalarType::Int: append_values<std::int32_t>(out, o.data); break;
+    case ScalarType::UInt: append_values<std::uint32_t>(out, o.data); break;
+    case ScalarType::Long: append_values<std::int64_t>(out, o.data); break;
+    case ScalarType::ULong: append_values<std::uint64_t>(out, o.data); break;
+    case ScalarType::Float: append_values<float>(out, o.data); break;
+    case ScalarType::Double: append_values<double>(out, o.data); break;
+    case ScalarType::Half: {
+      const std::size_t n = o.data.size() / 2;
+      for (std::size_t i = 0; i < n; ++i) {
+        std::uint16_t h;
+        std::memcpy(&h, o.data.data() + i * 2, 2);
+        if (i) out += ", ";
+        append_number(out, half_to_float(h));
+      }
+      break;
+    }
+  }
+}
+
+std::string json_string(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+const char* npy_descr(ScalarType t) {
+  switch (t) {
+    case ScalarType::Char: return "|i1";
+    case ScalarType::UChar: return "|u1";
+    case ScalarType::Short: return "<i2";
+    case ScalarType::UShort: return "<u2";
+    case ScalarType::Int: return "<i4";
+    case ScalarType::UInt: return "<u4";
+    case ScalarType::Long: return "<i8";
+    case ScalarType::ULong: return "<u8";
+    case ScalarType::Half: return "<f2";
+    case ScalarType::Float: return "<f4";
+    case ScalarType::Double: return "<f8";
+  }
+  return "|u1";
+}
+
+}  // namespace
+
+Result<void> run_job(Engine& engine, Job job, RunOptions options, RunCallback done) {
+  auto run = std::make_shared<JobRun>(engine, std::move(job), std::move(options), std::move(done));
+  return run->start();
+}
+
+Result<RunResult> run_job_sync(Engine& engine, Job job, RunOptions options) {
+  std::optional<Result<RunResult>> out;
+  UVCL_TRY(run_job(engine, std::move(job), std::move(options), [&](Result<RunResult> r) { out = std::move(r); }));
+  UVCL_TRY(engine.run_until([&] { return out.has_value(); }));
+  return std::move(*out);
+}
+
+std::string result_json(const Engine& engine, const RunResult& r) {
+  std::string out = "{\"device\": " + cl::device_info_json(engine.device(r.device)) + ", \"outputs\": {";
+  for (std::size_t i = 0; i < r.outputs.size(); ++i) {
+    if (i) out += ", ";
+    out += json_string(r.outputs[i].name) + ": [";
+    append_output(out, r.outputs[i]);
+    out += "]";
+  }
+  char stats[320];
+  std::snprintf(stats, sizeof stats,
+                "}, \"stats\": {\"launches\": %llu, \"commands\": %llu, \"cross_queue_waits\": %llu, "
+                "\"queues\": %u, \"compile_ms\": %.3f, \"run_ms\": %.3f}}",
+                static_cast<unsigned long long>(r.stats.launches), static_cast<unsigned long long>(r.stats.commands),
+                static_cast<unsigned long long>(r.stats.cross_queue_waits), r.stats.queues, r.stats.compile_ms,
+                r.stats.run_ms);
+  return out + stats;
+}
+
+Result<void> write_npy(const std::string& path, const Output& o) {
+  const std::size_t n = o.data.size() / scalar_size(o.type);
+  std::string header = std::string("{'descr': '") + npy_descr(o.type) + "', 'fortran_order': False, 'shape': (" +
+                       std::to_string(n) + ",), }";
+  const std::size_t preamble = 10;  // magic (6) + version (2) + header length (2)
+  while ((preamble + header.size() + 1) % 64 != 0) header += ' ';
+  header += '\n';
+  std::FILE* f = std::fopen(path.c_str(), "wb");
+  if (!f) return Error{Status::Io, "cannot write " + path + ": " + std::strerror(errno)};
+  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  const std::uint16_t hlen = static_cast<std::uint16_t>(header.size());
+  const unsigned char len[2] = {static_cast<unsigned char>(hlen & 0xff), static_cast<unsigned char>(hlen >> 8)};
+  bool ok = std::fwrite(magic, 1, 8, f) == 8 && std::fwrite(len, 1, 2, f) == 2 &&
+            std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+            std::fwrite(o.data.data(), 1, o.data.size(), f) == o.data.size();
+  ok = std::fclose(f) == 0 && ok;
+  if (!ok) return Error{Status::Io, "cannot write " + path};
+  return {};
+}
+
+}  // namespace uvcl::job

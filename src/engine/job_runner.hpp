@@ -1,0 +1,63 @@
+// job_runner.hpp — executes a parsed job (docs/job-format.md) on an engine.
+//
+// Asynchronous: run_job returns at once and calls `done` exactly once from
+// the loop (unless it returns an error itself, libuv's rule). Several jobs
+// may run on one engine at the same time (uvcl serve). Errors say where:
+// "kernels.scale: ...", "launches[3] (kernel scale): argument 1 ...".
+// Everything the job created is released before `done` runs.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "json/job.hpp"
+#include "uvcl/engine.hpp"
+
+namespace uvcl::job {
+
+struct RunOptions {
+  std::optional<std::size_t> device;  // overrides the job's "device"
+  std::string base_dir = ".";          // "file" keys resolve against it
+  bool allow_files = true;
+  bool record_schedule = false;        // fills RunResult::schedule_json
+  std::uint64_t max_buffer_bytes = 0;  // 0: no limit beyond the device's
+  std::uint64_t max_launches = 0;      // 0: no limit
+};
+
+struct Output {
+  std::string name;
+  ScalarType type = ScalarType::Float;
+  std::vector<std::byte> data;
+};
+
+struct RunStats {
+  std::uint64_t launches = 0;     // kernel launches, repeats counted
+  std::uint64_t commands = 0;     // commands submitted for the job
+  std::uint64_t cross_queue_waits = 0;
+  double compile_ms = 0, run_ms = 0;
+  unsigned queues = 0;
+};
+
+struct RunResult {
+  std::size_t device = 0;
+  std::vector<Output> outputs;
+  RunStats stats;
+  std::string schedule_json;  // with RunOptions::record_schedule
+};
+
+using RunCallback = std::function<void(Result<RunResult>)>;
+
+Result<void> run_job(Engine& engine, Job job, RunOptions options, RunCallback done);
+// Runs the engine's loop until the job is done (CLI, tests).
+Result<RunResult> run_job_sync(Engine& engine, Job job, RunOptions options);
+
+// {"device": {...}, "outputs": {NAME: [numbers...]}, "stats": {...}}:
+// numbers in shortest round-trip form, non-finite floats as "nan", "inf",
+// "-inf".
+std::string result_json(const Engine& engine, const RunResult& result);
+// One output as a NumPy .npy file (format 1.0, little-endian, 1-D).
+Result<void> write_npy(const std::string& path, const Output& output);
+
+}  // namespace uvcl::job
