@@ -50,6 +50,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* 
     loop = impl->own_loop.get();
   }
   impl->loop = loop;
+  if (!config.cache_dir.empty()) impl->cache = std::make_unique<ProgramCache>(config.cache_dir);
   auto handles = loop::Handles::open(loop, impl.get());
   if (!handles) {
     if (impl->own_loop) uv_loop_close(impl->own_loop.get());

@@ -19,6 +19,7 @@
 
 #include "cl/api.hpp"
 #include "cl/devices.hpp"
+#include "engine/program_cache.hpp"
 #include "engine/staging.hpp"
 #include "loop/handles.hpp"
 #include "sched/command_graph.hpp"
@@ -103,6 +104,13 @@ struct ProgramRec {
   BuildCallback on_built;
   std::uint32_t kernels = 0;  // live kernels made from it
   bool released = false;
+  // Kept while building: a cached binary that fails to build falls back
+  // to the source.
+  std::string source, options;
+  std::optional<ProgramCache::Key> cache_key;
+  bool from_binary = false;
+  std::vector<CachedKernel> cached;  // parameter info stored with the binary
+  std::uint64_t build_start_ns = 0;
 };
 
 struct KernelRec {
@@ -175,6 +183,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   std::unique_ptr<uv_loop_t> own_loop;
   loop::Handles* handles = nullptr;
   std::vector<std::unique_ptr<DeviceCtx>> devices;
+  std::unique_ptr<ProgramCache> cache;  // with config.cache_dir
 
   CommandId next_command = 1;
   std::uint64_t next_handle = 1;
@@ -226,7 +235,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
 
   // programs.cpp
   void poll_builds();
-  Result<void> query_params(KernelRec& k);
+  cl_int start_build(ProgramRec& p, bool from_cache);
+  void store_in_cache(ProgramRec& p);
+  Result<void> query_params(KernelRec& k, const CachedKernel* cached);
   void maybe_free_kernel(std::uint64_t id);
   void maybe_free_program(std::uint64_t id);
 

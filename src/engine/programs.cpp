@@ -51,28 +51,111 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
     return Error{Status::DeviceLost, "compile: device " + std::to_string(device) + " is lost"};
   if (source.empty()) return Error{Status::InvalidArgument, "compile: source must not be empty"};
   if (e.config.debug_asm) std::fprintf(stderr, "uvcl: compiling for device %zu:\n%s\n", device, source.c_str());
-  const char* src = source.c_str();
-  const std::size_t len = source.size();
-  cl_int rc = CL_SUCCESS;
-  cl_program program = e.api->clCreateProgramWithSource(d.context, 1, &src, &len, &rc);
-  if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, "clCreateProgramWithSource", rc);
   const std::uint64_t id = e.next_handle++;
   ProgramRec& p = e.programs[id];
   p.device = static_cast<std::uint32_t>(device);
-  p.program = program;
   p.on_built = std::move(on_built);
-  const std::string opts = options.empty() ? kSeedOptions : std::string(kSeedOptions) + " " + options;
-  // With a notify callback a driver may build asynchronously; either way the
-  // status is read in poll_builds and on_built runs from the loop.
-  rc = e.api->clBuildProgram(program, 1, &d.dev.id, opts.c_str(), on_build_notify,
-                             reinterpret_cast<void*>(e.handles->wake_token()));
-  if (rc != CL_SUCCESS && rc != CL_BUILD_PROGRAM_FAILURE) {
+  p.source = source;
+  p.options = options.empty() ? kSeedOptions : std::string(kSeedOptions) + " " + options;
+  p.build_start_ns = uv_hrtime();
+  if (e.cache) {
+    const DeviceInfo& info = d.dev.info;
+    p.cache_key = e.cache->key(info.platform_name + " " + info.platform_version, info.name, info.driver_version,
+                               p.options, source);
+  }
+  cl_int rc = e.start_build(p, true);
+  if (rc != CL_SUCCESS) {
+    const bool created = p.program != nullptr;
+    Error err = cl::call_error(Status::KernelCompilation, created ? "clBuildProgram" : "clCreateProgramWithSource", rc);
+    if (!created) {
+      e.programs.erase(id);
+      return err;
+    }
     p.build = ProgramRec::Build::Failed;
-    p.error = cl::call_error(Status::KernelCompilation, "clBuildProgram", rc);
+    p.error = std::move(err);
   }
   e.building.push_back(id);
   e.update_busy();
   return Program{id};
+}
+
+// Creates the program (from a cached binary when there is a valid one) and
+// starts its build. With a notify callback a driver may build
+// asynchronously; either way poll_builds reads the status and on_built runs
+// from the loop.
+cl_int Engine::Impl::start_build(ProgramRec& p, bool from_cache) {
+  DeviceCtx& d = *devices[p.device];
+  cl_int rc = CL_SUCCESS;
+  if (p.program) api->clReleaseProgram(p.program);
+  p.program = nullptr;
+  p.from_binary = false;
+  if (from_cache && cache && p.cache_key) {
+    if (auto entry = cache->load(*p.cache_key)) {
+      const unsigned char* bin = entry->binary.data();
+      const std::size_t len = entry->binary.size();
+      cl_int bin_status = CL_SUCCESS;
+      cl_program prog = api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
+      if (rc == CL_SUCCESS && bin_status == CL_SUCCESS) {
+        p.program = prog;
+        p.from_binary = true;
+        p.cached = std::move(entry->kernels);
+      } else if (prog) {
+        api->clReleaseProgram(prog);
+      }
+    }
+  }
+  if (!p.program) {
+    const char* src = p.source.c_str();
+    const std::size_t len = p.source.size();
+    p.program = api->clCreateProgramWithSource(d.context, 1, &src, &len, &rc);
+    if (rc != CL_SUCCESS) {
+      p.program = nullptr;
+      return rc;
+    }
+  }
+  rc = api->clBuildProgram(p.program, 1, &d.dev.id, p.options.c_str(), on_build_notify,
+                           reinterpret_cast<void*>(handles->wake_token()));
+  if (rc == CL_BUILD_PROGRAM_FAILURE || rc == CL_INVALID_BINARY) rc = CL_SUCCESS;  // poll_builds reads the log
+  return rc;
+}
+
+// Best effort: the binary and every kernel's parameter info.
+void Engine::Impl::store_in_cache(ProgramRec& p) {
+  std::size_t size = 0;
+  if (api->clGetProgramInfo(p.program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS ||
+      size == 0)
+    return;
+  CacheEntry entry;
+  entry.binary.resize(size);
+  unsigned char* ptr = entry.binary.data();
+  if (api->clGetProgramInfo(p.program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) != CL_SUCCESS) return;
+  std::size_t names_size = 0;
+  std::string names;
+  if (api->clGetProgramInfo(p.program, CL_PROGRAM_KERNEL_NAMES, 0, nullptr, &names_size) != CL_SUCCESS) return;
+  names.resize(names_size);
+  api->clGetProgramInfo(p.program, CL_PROGRAM_KERNEL_NAMES, names_size, names.data(), nullptr);
+  while (!names.empty() && names.back() == '\0') names.pop_back();
+  std::size_t start = 0;
+  while (start < names.size()) {
+    std::size_t end = names.find(';', start);
+    if (end == std::string::npos) end = names.size();
+    const std::string name = names.substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    cl_int rc = CL_SUCCESS;
+    KernelRec k;
+    k.device = p.device;
+    k.kernel = api->clCreateKernel(p.program, name.c_str(), &rc);
+    if (rc != CL_SUCCESS) return;
+    const bool ok = query_params(k, nullptr).ok();
+    api->clReleaseKernel(k.kernel);
+    if (!ok) return;
+    entry.kernels.push_back(CachedKernel{name, std::move(k.params)});
+  }
+  const bool stored = cache->store(*p.cache_key, entry);
+  if (config.debug_backends)
+    std::fprintf(stderr, "uvcl: program cache: %s %s\n", stored ? "stored" : "could not store",
+                 p.cache_key->file.c_str());
 }
 
 void Engine::Impl::poll_builds() {
@@ -90,6 +173,15 @@ void Engine::Impl::poll_builds() {
       }
       if (rc == CL_SUCCESS && status == CL_BUILD_SUCCESS) {
         p.build = ProgramRec::Build::Built;
+        if (cache && p.cache_key && !p.from_binary) store_in_cache(p);
+      } else if (p.from_binary) {
+        // A cached binary this driver will not build: build the source.
+        if (start_build(p, false) == CL_SUCCESS) {
+          ++i;
+          continue;
+        }
+        p.build = ProgramRec::Build::Failed;
+        p.error = Error{Status::KernelCompilation, "clBuildProgram: rebuilding from source failed"};
       } else {
         std::size_t size = 0;
         std::string log;
@@ -107,6 +199,12 @@ void Engine::Impl::poll_builds() {
     }
     building[i] = building.back();
     building.pop_back();
+    p.source.clear();
+    p.source.shrink_to_fit();
+    if (config.debug_backends)
+      std::fprintf(stderr, "uvcl: program %llu built in %.1f ms (%s)\n", static_cast<unsigned long long>(id),
+                   static_cast<double>(uv_hrtime() - p.build_start_ns) / 1e6,
+                   p.from_binary ? "cached binary" : "source");
     BuildCallback cb = std::move(p.on_built);
     Result<void> r;
     if (p.build == ProgramRec::Build::Failed) r = *p.error;
@@ -135,7 +233,10 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
   rec.device = p.device;
   rec.kernel = k;
   rec.name = entry;
-  if (auto q = e.query_params(rec); !q) {
+  const CachedKernel* cached = nullptr;
+  for (const CachedKernel& ck : p.cached)
+    if (ck.name == entry) cached = &ck;
+  if (auto q = e.query_params(rec, cached); !q) {
     e.api->clReleaseKernel(k);
     return std::move(q).error().context("kernel " + entry);
   }
@@ -154,13 +255,17 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
   return Kernel{id};
 }
 
-Result<void> Engine::Impl::query_params(KernelRec& k) {
-  cl_uint n = 0;
-  cl_int rc = api->clGetKernelInfo(k.kernel, CL_KERNEL_NUM_ARGS, sizeof n, &n, nullptr);
-  if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, "clGetKernelInfo(CL_KERNEL_NUM_ARGS)", rc);
-  rc = api->clGetKernelWorkGroupInfo(k.kernel, devices[k.device]->dev.id, CL_KERNEL_WORK_GROUP_SIZE,
-                                     sizeof k.max_work_group, &k.max_work_group, nullptr);
+Result<void> Engine::Impl::query_params(KernelRec& k, const CachedKernel* cached) {
+  cl_int rc = api->clGetKernelWorkGroupInfo(k.kernel, devices[k.device]->dev.id, CL_KERNEL_WORK_GROUP_SIZE,
+                                            sizeof k.max_work_group, &k.max_work_group, nullptr);
   if (rc != CL_SUCCESS) k.max_work_group = devices[k.device]->dev.info.max_work_group_size;
+  if (cached) {  // argument info is only guaranteed for programs built from source
+    k.params = cached->params;
+    return {};
+  }
+  cl_uint n = 0;
+  rc = api->clGetKernelInfo(k.kernel, CL_KERNEL_NUM_ARGS, sizeof n, &n, nullptr);
+  if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, "clGetKernelInfo(CL_KERNEL_NUM_ARGS)", rc);
   for (cl_uint i = 0; i < n; ++i) {
     KernelParam param;
     cl_kernel_arg_address_qualifier addr = CL_KERNEL_ARG_ADDRESS_PRIVATE;
