@@ -20,18 +20,26 @@ std::string dir_of(const std::string& path) {
 int cmd_run(const Args& a, const uvcl::Config& config) {
   auto job = uvcl::job::load_job_file(a.positional.at(0));
   if (!job) return fail(job.error());
-  auto engine = uvcl::Engine::create(config);
+  uvcl::Config cfg = config;
+  if (!a.trace.empty()) cfg.profile = true;  // device start/end times in the trace
+  auto engine = uvcl::Engine::create(cfg);
   if (!engine) return fail(engine.error());
   uvcl::job::RunOptions opts;
   opts.device = a.device;
   opts.base_dir = dir_of(a.positional.at(0));
   opts.record_schedule = !a.schedule.empty();
+  if (!a.trace.empty()) engine.value()->set_tracing(true);
   auto result = uvcl::job::run_job_sync(*engine.value(), std::move(job.value()), opts);
   if (!result) return fail(result.error());
   if (!a.schedule.empty()) {
     std::ofstream s(a.schedule, std::ios::binary);
     s << result->schedule_json;
     if (!s) return fail(uvcl::Error{uvcl::Status::Io, "cannot write schedule " + a.schedule});
+  }
+  if (!a.trace.empty()) {
+    std::ofstream t(a.trace, std::ios::binary);
+    t << engine.value()->trace_json();
+    if (!t) return fail(uvcl::Error{uvcl::Status::Io, "cannot write trace " + a.trace});
   }
   if (!a.out.empty()) {
     for (const auto& o : result->outputs)

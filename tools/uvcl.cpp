@@ -14,7 +14,7 @@ using uvcl::cli::Args;
 
 constexpr const char* kUsage =
     "usage: uvcl devices [--json] [--config FILE]\n"
-    "       uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE]\n";
+    "       uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE] [--trace FILE]\n";
 
 struct Command {
   const char* name;
@@ -26,7 +26,7 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"devices", uvcl::cli::cmd_devices, " --json ", " --config ", 0},
-    {"run", uvcl::cli::cmd_run, " ", " --config --device --out --schedule ", 1},
+    {"run", uvcl::cli::cmd_run, " ", " --config --device --out --schedule --trace ", 1},
 };
 
 int usage(const std::string& why) {

@@ -12,7 +12,8 @@
 //       "window": 100,                    // micro-batch window, 1..65536
 //       "library": "/path/libOpenCL.so.1",// tried before the default names
 //       "absorb_sigabrt": false,          // install the seed's SIGABRT handler
-//       "cache_dir": null | "dir"         // on-disk program binary cache
+//       "cache_dir": null | "dir",        // on-disk program binary cache
+//       "profile": false                  // profiling queues (device times in traces)
 //     },
 //     "debug": { "backends": false, "asm": false }
 //   }
@@ -35,6 +36,7 @@ struct Config {
   std::string library;  // empty: search the default names
   bool absorb_sigabrt = false;
   std::string cache_dir;  // empty: no cache
+  bool profile = false;   // create every queue with CL_QUEUE_PROFILING_ENABLE
   bool debug_backends = false;
   bool debug_asm = false;
 };

@@ -214,6 +214,11 @@ class Engine {
   Result<Program> compile_sync(std::size_t device, const std::string& source, const std::string& options = {});
 
   void set_error_listener(ErrorListener listener);
+  // Records every command from now on (docs/architecture.md, "Trace");
+  // device times need opencl.profile. trace_json() gives Chrome trace-event
+  // JSON of what was recorded and completed so far.
+  void set_tracing(bool on);
+  std::string trace_json() const;
   void set_schedule_recorder(std::function<void(const ScheduleEntry&)> recorder);
   EngineStats stats() const;
 

@@ -80,7 +80,7 @@ Result<void> Engine::Impl::init_devices() {
     d->load.assign(n, 0);
     d->queues.resize(n + 2);
     for (unsigned q = 0; q < n + 2; ++q) {
-      const cl_command_queue_properties p = q == n ? CL_QUEUE_PROFILING_ENABLE : 0;
+      const cl_command_queue_properties p = q == n || config.profile ? CL_QUEUE_PROFILING_ENABLE : 0;
       d->queues[q].queue = api->clCreateCommandQueue(d->context, dev.id, p, &rc);
       if (rc != CL_SUCCESS) {
         devices.push_back(std::move(d));  // shutdown releases what was made
@@ -307,6 +307,20 @@ Result<Program> Engine::compile_sync(std::size_t device, const std::string& sour
 }
 
 void Engine::set_error_listener(ErrorListener listener) { impl_->error_listener = std::move(listener); }
+
+void Engine::set_tracing(bool on) {
+  if (on && !impl_->trace) impl_->trace = std::make_unique<Trace>();
+  if (!on) {
+    impl_->trace.reset();
+    impl_->trace_pending.clear();
+  }
+}
+
+std::string Engine::trace_json() const {
+  std::vector<std::string> names;
+  for (const auto& d : impl_->devices) names.push_back(d->dev.info.name);
+  return impl_->trace ? impl_->trace->json(names) : Trace{}.json(names);
+}
 void Engine::set_schedule_recorder(std::function<void(const ScheduleEntry&)> recorder) {
   impl_->schedule_recorder = std::move(recorder);
 }

@@ -21,6 +21,7 @@
 #include "cl/devices.hpp"
 #include "engine/program_cache.hpp"
 #include "engine/staging.hpp"
+#include "engine/trace.hpp"
 #include "loop/handles.hpp"
 #include "sched/command_graph.hpp"
 #include "sched/hazards.hpp"
@@ -184,6 +185,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   loop::Handles* handles = nullptr;
   std::vector<std::unique_ptr<DeviceCtx>> devices;
   std::unique_ptr<ProgramCache> cache;  // with config.cache_dir
+  std::unique_ptr<Trace> trace;         // while tracing
+  std::unordered_map<CommandId, TraceCommand> trace_pending;
 
   CommandId next_command = 1;
   std::uint64_t next_handle = 1;
@@ -259,6 +262,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void finalize(CommandId id, const std::optional<Error>& error);
   void mark_final(CommandId id);
   Error event_error(CommandId id, const EventEntry& e) const;
+  void trace_completed(CommandId id, const EventEntry& e);
   void lose_device(std::uint32_t device, const Error& why);
 
   // transfers.cpp

@@ -69,10 +69,13 @@ void Engine::Impl::submit_all() {
 void Engine::Impl::submit_window(std::uint32_t device) {
   DeviceCtx& d = *devices[device];
   if (d.window.empty()) return;
+  const std::uint64_t t0 = trace ? uv_hrtime() : 0;
   std::vector<Command> cmds = d.window.take();
   for (Command& c : cmds) submit_one(d, c);
   flush_dirty_queues(d);
   ++counters.flushes;
+  if (trace)
+    trace->host(TraceHost{"submit window (device " + std::to_string(device) + ")", t0, uv_hrtime(), cmds.size()});
 }
 
 void Engine::Impl::flush_dirty_queues(DeviceCtx& d) {
@@ -226,6 +229,16 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     if (events.at(w).queue != q) ++counters.cross_queue_waits;
   if (c.wants_callback && q != sched::kNoQueue)
     api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+  if (trace) {
+    TraceCommand t;
+    t.id = c.id;
+    t.device = device;
+    t.queue = q;
+    t.name = c.kernel ? kernels.at(c.kernel).name : op_name(c.op);
+    t.bytes = c.bytes;
+    t.waits = waits.ids();
+    trace_pending.emplace(c.id, std::move(t));
+  }
   if (schedule_recorder) {
     ScheduleEntry s;
     s.id = c.id;
@@ -329,6 +342,7 @@ void Engine::Impl::event_completed(CommandId id, cl_int status) {
     api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
     timings[id] = Timing{end > start ? end - start : 0, uv_hrtime() - e.submit_ns};
   }
+  if (trace) trace_completed(id, e);
   std::optional<Error> err;
   if (status < 0) err = event_error(id, e);
   const std::uint64_t kernel = e.kernel;  // `e` may move: callbacks below can add events
@@ -347,6 +361,34 @@ void Engine::Impl::event_completed(CommandId id, cl_int status) {
     finalize(id, outcome);
   }
   release(id);  // the in-flight reference
+}
+
+void Engine::Impl::trace_completed(CommandId id, const EventEntry& e) {
+  auto it = trace_pending.find(id);
+  if (it == trace_pending.end()) return;
+  TraceCommand t = std::move(it->second);
+  trace_pending.erase(it);
+  const DeviceCtx& d = *devices[e.device];
+  const bool profiled = e.queue != sched::kNoQueue && (config.profile || e.queue == d.profiling_queue());
+  cl_ulong queued = 0, start = 0, end = 0;
+  if (profiled && e.status == CL_COMPLETE &&
+      api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr) ==
+          CL_SUCCESS &&
+      api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) ==
+          CL_SUCCESS &&
+      api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS) {
+    // The device clock has its own epoch: align "queued" with the host's
+    // submission time, once per device.
+    if (!trace->has_offset(e.device))
+      trace->set_offset(e.device, static_cast<std::int64_t>(e.submit_ns) - static_cast<std::int64_t>(queued));
+    const std::int64_t off = trace->offset(e.device);
+    t.start_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(start) + off);
+    t.end_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(end) + off);
+  } else {
+    t.start_ns = e.submit_ns;
+    t.end_ns = uv_hrtime();
+  }
+  trace->command(std::move(t));
 }
 
 Error Engine::Impl::event_error(CommandId id, const EventEntry& e) const {
