@@ -62,6 +62,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       return {};
     }
     if (key == "absorb_sigabrt") return r.get_bool(f, p, cfg.absorb_sigabrt);
+    if (key == "profile") return r.get_bool(f, p, cfg.profile);
     // key == "cache_dir": fields() admits no other key.
     auto null = r.is_null(f);
     if (!null) return std::move(null).error();
@@ -74,7 +75,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     cfg.cache_dir = s;
     return {};
   };
-  return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir"}, field);
+  return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile"}, field);
 }
 
 Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {

@@ -5,7 +5,7 @@
 // naming the key path ("job.json: launches[2].args[0]: unknown buffer \"x\"").
 // Checks that need a compiled kernel (argument count and kinds) belong to the
 // runner. Files named by "file" keys are not read here: the runner resolves
-// them against JobParseOptions::base_dir. With allow_files false (uvcl serve)
+// them against RunOptions::base_dir (job_runner.hpp: the job file's folder). With allow_files false (uvcl serve)
 // any "file" key is an error.
 #pragma once
 

@@ -56,7 +56,7 @@ class HeaderParser {
   }
   // A value of the wrong kind ("expected a string, got 5"), or broken JSON.
   Error mismatch(std::string_view where, std::string_view expected, simdjson::error_code code, std::string_view token) {
-    if (code == simdjson::INCORRECT_TYPE || code == simdjson::NUMBER_OUT_OF_RANGE || code == simdjson::BIGINT_ERROR)
+    if (code == simdjson::INCORRECT_TYPE || code == simdjson::NUMBER_OUT_OF_RANGE)
       return fail(where, "expected " + std::string(expected) + ", got " + json::describe_token(token));
     return syntax(code);
   }
@@ -68,8 +68,7 @@ class HeaderParser {
     return fail("", "malformed JSON header" + at + ": " + simdjson::error_message(code));
   }
   static std::string_view token(od::value& v) noexcept {
-    std::string_view t;
-    return v.raw_json_token().get(t) ? std::string_view{} : t;
+    return v.raw_json_token();
   }
 
   Result<void> read_u64(od::value& v, std::string_view where, std::string_view what, std::uint64_t& out) {

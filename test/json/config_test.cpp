@@ -59,6 +59,7 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_EQ(r->library, d.library);
   EXPECT_EQ(r->absorb_sigabrt, d.absorb_sigabrt);
   EXPECT_EQ(r->cache_dir, d.cache_dir);
+  EXPECT_EQ(r->profile, d.profile);
   EXPECT_EQ(r->debug_backends, d.debug_backends);
   EXPECT_EQ(r->debug_asm, d.debug_asm);
   EXPECT_FALSE(r->platform_ids.has_value());  // the contract: absent means all platforms
@@ -67,7 +68,7 @@ TEST(Config, EmptyObjectGivesDefaults) {
 TEST(Config, EveryKeyIsRead) {
   auto r = uvcl::parse_config(R"({
     "opencl": {"platform_ids": [2, 0], "queues": 3, "window": 17, "library": "/opt/libOpenCL.so.1",
-               "absorb_sigabrt": true, "cache_dir": "/tmp/cache"},
+               "absorb_sigabrt": true, "cache_dir": "/tmp/cache", "profile": true},
     "debug": {"backends": true, "asm": true}
   })");
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -77,6 +78,7 @@ TEST(Config, EveryKeyIsRead) {
   EXPECT_EQ(r->library, "/opt/libOpenCL.so.1");
   EXPECT_TRUE(r->absorb_sigabrt);
   EXPECT_EQ(r->cache_dir, "/tmp/cache");
+  EXPECT_TRUE(r->profile);
   EXPECT_TRUE(r->debug_backends);
   EXPECT_TRUE(r->debug_asm);
 }
@@ -147,6 +149,7 @@ TEST(Config, WrongTypes) {
             R"(cfg.json: opencl.absorb_sigabrt: expected true or false, got "yes")");
   EXPECT_EQ(config_error(R"({"opencl": {"cache_dir": false}})"),
             "cfg.json: opencl.cache_dir: expected null or a directory path, got false");
+  EXPECT_EQ(config_error(R"({"opencl": {"profile": 0}})"), "cfg.json: opencl.profile: expected true or false, got 0");
   EXPECT_EQ(config_error(R"({"debug": {"backends": 1}})"), "cfg.json: debug.backends: expected true or false, got 1");
   EXPECT_EQ(config_error(R"({"debug": {"asm": null}})"), "cfg.json: debug.asm: expected true or false, got null");
 }
@@ -170,7 +173,7 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
-            "absorb_sigabrt, cache_dir)");
+            "absorb_sigabrt, cache_dir, profile)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
   // Keys that are not plain identifiers are quoted in the path.
