@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@ struct Args {
   std::string config, out, schedule, trace, listen, token_file, local;
   std::optional<std::size_t> device, launch;
   bool json = false;
+  std::map<std::string, std::string> values;  // every option that takes a value, as given ("--max-jobs" -> "8")
 };
 
 // "uvcl: error: <Status>: <message>" on stderr; returns exit code 1.
@@ -29,5 +31,7 @@ inline int fail(const Error& e) {
 
 int cmd_devices(const Args& a, const Config& config);
 int cmd_run(const Args& a, const Config& config);
+int cmd_tune(const Args& a, const Config& config);
+int cmd_serve(const Args& a, const Config& config);
 
 }  // namespace uvcl::cli

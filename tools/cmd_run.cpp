@@ -1,6 +1,10 @@
 // uvcl run JOB.json: executes a job, prints one JSON object.
 #include <cstdio>
 #include <fstream>
+#include <optional>
+
+#include <unistd.h>
+#include <uv.h>
 
 #include "cli.hpp"
 #include "engine/job_runner.hpp"
@@ -14,6 +18,59 @@ std::string dir_of(const std::string& path) {
   const auto slash = path.find_last_of('/');
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
+
+// Progress on stderr while a job runs, when stderr is a terminal: launches
+// done / total and the rate, redrawn at most 10 times a second, from a timer
+// on the engine's loop polling Engine::stats(). Done = launches enqueued
+// minus commands not yet completed (in windows or in flight): an estimate
+// that never counts a launch early by more than the job's other commands.
+// Shown once the job has run for half a second; the line is cleared at the end.
+class Progress {
+ public:
+  Progress(Engine& e, std::uint64_t total) : engine_(e), total_(total) {
+    if (total_ == 0 || !::isatty(2)) return;
+    timer_ = new uv_timer_t;
+    uv_timer_init(e.loop(), timer_);
+    timer_->data = this;
+    uv_timer_start(timer_, [](uv_timer_t* t) { static_cast<Progress*>(t->data)->tick(); }, 100, 100);
+    uv_unref(reinterpret_cast<uv_handle_t*>(timer_));  // never keeps the loop alive
+    start_ns_ = uv_hrtime();
+    base_ = e.stats().launches;
+  }
+  ~Progress() {
+    if (!timer_) return;
+    uv_timer_stop(timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(timer_), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+    if (shown_) std::fputs("\r\033[K", stderr);
+  }
+  Progress(const Progress&) = delete;
+  Progress& operator=(const Progress&) = delete;
+
+ private:
+  void tick() {
+    const std::uint64_t now = uv_hrtime();
+    const EngineStats s = engine_.stats();
+    const std::uint64_t enqueued = s.launches - base_;
+    if (enqueued > 0 && launch_ns_ == 0) launch_ns_ = now;  // the rate counts from the first launch
+    if (now - start_ns_ < 500'000'000) return;
+    const std::uint64_t open = s.in_flight + s.pending;
+    std::uint64_t done = enqueued > open ? enqueued - open : 0;
+    if (done > total_) done = total_;
+    const double secs = launch_ns_ ? static_cast<double>(now - launch_ns_) / 1e9 : 0;
+    const double rate = secs > 0 ? static_cast<double>(done) / secs : 0;
+    const double percent = 100.0 * static_cast<double>(done) / static_cast<double>(total_);
+    std::fprintf(stderr, "\r\033[Kuvcl: launches %llu/%llu (%.0f%%), %.*f/s", static_cast<unsigned long long>(done),
+                 static_cast<unsigned long long>(total_), percent, rate < 10 ? 1 : 0, rate);
+    std::fflush(stderr);
+    shown_ = true;
+  }
+
+  Engine& engine_;
+  std::uint64_t total_;
+  uv_timer_t* timer_ = nullptr;
+  std::uint64_t start_ns_ = 0, launch_ns_ = 0, base_ = 0;
+  bool shown_ = false;
+};
 
 }  // namespace
 
@@ -29,7 +86,12 @@ int cmd_run(const Args& a, const uvcl::Config& config) {
   opts.base_dir = dir_of(a.positional.at(0));
   opts.record_schedule = !a.schedule.empty();
   if (!a.trace.empty()) engine.value()->set_tracing(true);
+  std::uint64_t total_launches = 0;
+  for (const auto& l : job->launches) total_launches += l.repeat;
+  std::optional<Progress> progress;
+  progress.emplace(*engine.value(), total_launches);
   auto result = uvcl::job::run_job_sync(*engine.value(), std::move(job.value()), opts);
+  progress.reset();
   if (!result) return fail(result.error());
   if (!a.schedule.empty()) {
     std::ofstream s(a.schedule, std::ios::binary);

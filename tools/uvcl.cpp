@@ -14,7 +14,12 @@ using uvcl::cli::Args;
 
 constexpr const char* kUsage =
     "usage: uvcl devices [--json] [--config FILE]\n"
-    "       uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE] [--trace FILE]\n";
+    "       uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE] [--trace FILE]\n"
+    "       uvcl tune JOB.json [--launch I] [--local 16,32,64|8x8,16x16] [--reps N] [--warmup N]\n"
+    "                 [--config FILE] [--device N]\n"
+    "       uvcl serve [--listen HOST:PORT] [--token-file FILE] [--config FILE] [--max-body BYTES]\n"
+    "                  [--max-header BYTES] [--max-buffer-bytes BYTES] [--max-launches N] [--max-jobs N]\n"
+    "                  [--max-connections N] [--idle-timeout-ms MS] [--request-timeout-ms MS]\n";
 
 struct Command {
   const char* name;
@@ -27,6 +32,11 @@ struct Command {
 constexpr Command kCommands[] = {
     {"devices", uvcl::cli::cmd_devices, " --json ", " --config ", 0},
     {"run", uvcl::cli::cmd_run, " ", " --config --device --out --schedule --trace ", 1},
+    {"tune", uvcl::cli::cmd_tune, " ", " --config --device --launch --local --reps --warmup ", 1},
+    {"serve", uvcl::cli::cmd_serve, " ",
+     " --listen --token-file --config --max-body --max-header --max-buffer-bytes --max-launches --max-jobs"
+     " --max-connections --idle-timeout-ms --request-timeout-ms ",
+     0},
 };
 
 int usage(const std::string& why) {
@@ -54,6 +64,7 @@ std::optional<std::string> parse(int argc, char** argv, const Command& c, Args& 
       if (!listed(c.options, arg)) return "unknown option '" + arg + "' for " + c.name;
       if (i + 1 >= argc) return arg + " needs a value";
       const std::string v = argv[++i];
+      a.values[arg] = v;
       if (arg == "--config") a.config = v;
       else if (arg == "--out") a.out = v;
       else if (arg == "--schedule") a.schedule = v;

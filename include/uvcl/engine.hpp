@@ -89,12 +89,14 @@ struct GlobalAxis {
   static GlobalAxis groups_in_arg(int arg) { GlobalAxis g; g.groups_from_arg = arg; return g; }
 };
 
+// Every member has a default member initializer, so {kernel, args, {n}}
+// leaves the rest defaulted without -Wmissing-field-initializers warnings.
 struct Launch {
-  uvcl::Kernel kernel;
-  std::vector<KernelArg> args;
-  std::vector<GlobalAxis> global;  // 1..3 axes
-  std::vector<std::size_t> local;  // empty (driver's choice) or one per axis
-  std::uint64_t tag = 0;           // echoed in the schedule record
+  uvcl::Kernel kernel{};
+  std::vector<KernelArg> args{};
+  std::vector<GlobalAxis> global{};  // 1..3 axes
+  std::vector<std::size_t> local{};  // empty (driver's choice) or one per axis
+  std::uint64_t tag = 0;             // echoed in the schedule record
 };
 
 struct Timing {

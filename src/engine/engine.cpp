@@ -237,9 +237,21 @@ bool Engine::device_lost(std::size_t index) const {
 }
 
 void Engine::drain(DoneCallback on_done) {
-  impl_->submit_all();
-  impl_->drains.push_back(Drain{impl_->next_command - 1, std::move(on_done)});
-  impl_->update_busy();
+  Impl& e = *impl_;
+  e.submit_all();
+  // Ask for a completion callback on the last command of every busy queue,
+  // so the drain completes when the work does, not at the next 1 ms poll
+  // tick. (In-order queues: the tail completes last.)
+  for (auto& d : e.devices)
+    for (const Queue& q : d->queues) {
+      if (q.in_flight.empty()) continue;
+      auto ev = e.events.find(q.in_flight.back());
+      if (ev != e.events.end() && ev->second.event && !ev->second.complete)
+        e.api->clSetEventCallback(ev->second.event, CL_COMPLETE, on_cl_event,
+                                  reinterpret_cast<void*>(e.handles->wake_token()));
+    }
+  e.drains.push_back(Drain{e.next_command - 1, std::move(on_done)});
+  e.update_busy();
 }
 
 void Engine::poll() {

@@ -12,6 +12,9 @@
 #include <uv.h>
 
 #include "cl/devices.hpp"
+#include "engine/disk_pool.hpp"
+#include "json/json_util.hpp"
+#include "json/safetensors.hpp"
 
 namespace uvcl::job {
 
@@ -44,22 +47,59 @@ std::optional<ScalarType> param_pointee(const std::string& name) {
   return param_scalar(name.substr(0, name.size() - 1));
 }
 
+// A buffer's "safetensors" init: checks the tensor against the buffer and
+// uploads it straight from the file's mapping.
+Result<void> upload_tensor(Engine& engine, disk::DiskPool& disk, const std::string& path, const job::Buffer& jb,
+                           uvcl::Buffer dst, const std::string& where) {
+  auto file = disk.safetensors(path, Status::InvalidJob);
+  if (!file) return std::move(file).error().context(where);
+  const safetensors::Header& h = file.value()->header;
+  const safetensors::TensorInfo* t = h.find(jb.init.tensor);
+  if (!t) {
+    std::string names;
+    for (std::size_t i = 0; i < h.tensors.size() && i < 8; ++i)
+      names += (i ? ", " : "") + json::quote(h.tensors[i].name);
+    if (h.tensors.size() > 8) names += ", ... (" + std::to_string(h.tensors.size()) + " in all)";
+    return job_error(where + ".tensor: no tensor " + json::quote(jb.init.tensor) + " in " + path +
+                     (names.empty() ? std::string(" (it holds no tensors)") : " (it holds " + names + ")"));
+  }
+  const std::string what = where + ": tensor " + json::quote(t->name) + " in " + path;
+  const std::string dtype(safetensors::dtype_name(t->dtype));
+  const auto type = safetensors::scalar_type_of(t->dtype);
+  if (!type)
+    return job_error(what + " is " + dtype + ", which has no OpenCL C type; convert it (to F32 or F16) first");
+  if (*type != jb.type)
+    return job_error(what + " is " + dtype + " (OpenCL " + std::string(scalar_type_name(*type)) +
+                     "), but the buffer's type is " + std::string(scalar_type_name(jb.type)));
+  if (t->elements() != jb.count)
+    return job_error(what + " has " + std::to_string(t->elements()) + " elements (shape " +
+                     safetensors::shape_text(t->shape) + "), but the buffer's count is " + std::to_string(jb.count));
+  return disk::upload(engine, file.value()->mapping, static_cast<std::size_t>(h.data_offset + t->begin),
+                      static_cast<std::size_t>(t->bytes()), dst, 0)
+      .context(where);
+}
+
 // One job's state machine: Building -> Running -> Reading -> Done. Owned by
 // shared_ptr copies in the engine callbacks, so it lives until the last one.
 class JobRun : public std::enable_shared_from_this<JobRun> {
  public:
   JobRun(Engine& e, Job job, RunOptions opts, RunCallback done)
       : engine_(e), job_(std::move(job)), opts_(std::move(opts)), done_(std::move(done)) {}
+  // prepare_job: stops before the launches and hands the job over instead.
+  JobRun(Engine& e, Job job, RunOptions opts, PrepareCallback prepared)
+      : engine_(e), job_(std::move(job)), opts_(std::move(opts)), prepared_(std::move(prepared)) {}
 
   Result<void> start();
 
  private:
+  friend class Prepared;
   void built(std::size_t program, Result<void> r);
   void run();
   Result<void> make_kernels();
   Result<void> make_buffers();
   Result<void> enqueue_launches();
   void read_outputs();
+  void hand_over();
   void fail(Error e);
   void finish();
   void cleanup();
@@ -69,6 +109,8 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   Job job_;
   RunOptions opts_;
   RunCallback done_;
+  PrepareCallback prepared_;
+  std::vector<uvcl::Launch> launches_;  // built and checked by enqueue_launches
   std::size_t device_ = 0;
   std::vector<uvcl::Program> programs_;           // distinct (source, options)
   std::vector<std::size_t> kernel_program_;  // job kernel -> programs_ index
@@ -185,6 +227,10 @@ void JobRun::run() {
       return;
     }
   }
+  if (prepared_) {
+    hand_over();
+    return;
+  }
   read_outputs();
 }
 
@@ -202,6 +248,7 @@ Result<void> JobRun::make_kernels() {
 }
 
 Result<void> JobRun::make_buffers() {
+  disk::DiskPool disk;  // each file mapped and parsed once; uploads keep their mapping
   for (const job::Buffer& jb : job_.buffers) {
     const std::string where = "buffers." + jb.name;
     const std::size_t elem = scalar_size(jb.type);
@@ -230,7 +277,12 @@ Result<void> JobRun::make_buffers() {
         break;
       }
       case Init::Kind::Safetensors:
-        return job_error(where + ".init.safetensors: safetensors files are not supported by this build");
+        if (!opts_.allow_files) return job_error(where + ".init.safetensors: files are not allowed here");
+        if (auto u = upload_tensor(engine_, disk, join_path(opts_.base_dir, jb.init.path), jb, b.value(),
+                                   where + ".init");
+            !u)
+          return std::move(u).error();  // already says where
+        break;
     }
     if (!r) return std::move(r).error().context(where);
   }
@@ -238,7 +290,7 @@ Result<void> JobRun::make_buffers() {
 }
 
 Result<void> JobRun::enqueue_launches() {
-  std::vector<uvcl::Launch> launches;
+  std::vector<uvcl::Launch>& launches = launches_;
   for (std::size_t li = 0; li < job_.launches.size(); ++li) {
     const job::Launch& jl = job_.launches[li];
     const job::Kernel& jk = job_.kernels[jl.kernel];
@@ -281,6 +333,7 @@ Result<void> JobRun::enqueue_launches() {
     if (auto r = engine_.check_launch(l); !r) return std::move(r).error().context(where);
     launches.push_back(std::move(l));
   }
+  if (prepared_) return {};  // prepare_job: the caller launches
   // Everything checked: nothing runs unless all of it can.
   for (std::size_t li = 0; li < launches.size(); ++li)
     for (std::uint64_t r = 0; r < job_.launches[li].repeat; ++r) {
@@ -289,6 +342,25 @@ Result<void> JobRun::enqueue_launches() {
       ++result_.stats.launches;
     }
   return {};
+}
+
+// What prepare_job hands over: the job keeps its buffers, kernels and
+// programs until the last reference to this goes.
+class Prepared final : public PreparedJob {
+ public:
+  explicit Prepared(std::shared_ptr<JobRun> run) : run_(std::move(run)) {}
+  ~Prepared() override { run_->cleanup(); }
+  std::size_t device() const override { return run_->device_; }
+  const std::vector<uvcl::Launch>& launches() const override { return run_->launches_; }
+
+ private:
+  std::shared_ptr<JobRun> run_;
+};
+
+void JobRun::hand_over() {
+  finished_ = true;
+  PrepareCallback prepared = std::move(prepared_);
+  prepared(std::shared_ptr<PreparedJob>(std::make_shared<Prepared>(shared_from_this())));
 }
 
 void JobRun::read_outputs() {
@@ -344,6 +416,11 @@ void JobRun::fail(Error e) {
   if (finished_) return;
   finished_ = true;
   cleanup();
+  if (prepared_) {
+    PrepareCallback prepared = std::move(prepared_);
+    prepared(std::move(e));
+    return;
+  }
   RunCallback done = std::move(done_);
   done(std::move(e));
 }
@@ -486,6 +563,11 @@ const char* npy_descr(ScalarType t) {
 }  // namespace
 
 Result<void> run_job(Engine& engine, Job job, RunOptions options, RunCallback done) {
+  auto run = std::make_shared<JobRun>(engine, std::move(job), std::move(options), std::move(done));
+  return run->start();
+}
+
+Result<void> prepare_job(Engine& engine, Job job, RunOptions options, PrepareCallback done) {
   auto run = std::make_shared<JobRun>(engine, std::move(job), std::move(options), std::move(done));
   return run->start();
 }

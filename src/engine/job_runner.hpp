@@ -8,6 +8,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -52,6 +53,22 @@ using RunCallback = std::function<void(Result<RunResult>)>;
 Result<void> run_job(Engine& engine, Job job, RunOptions options, RunCallback done);
 // Runs the engine's loop until the job is done (CLI, tests).
 Result<RunResult> run_job_sync(Engine& engine, Job job, RunOptions options);
+
+// A job set up but not run (uvcl tune): its kernels built, its buffers made
+// and initialised (the writes may still be in flight; commands enqueued
+// later wait for them), each of its launches built and checked, in job
+// order, repeats not expanded. Its buffers, kernels and programs are
+// released when the last reference to it goes.
+class PreparedJob {
+ public:
+  virtual ~PreparedJob() = default;
+  virtual std::size_t device() const = 0;
+  virtual const std::vector<uvcl::Launch>& launches() const = 0;
+};
+using PrepareCallback = std::function<void(Result<std::shared_ptr<PreparedJob>>)>;
+// run_job up to the launches: `done` gets the prepared job, or the error
+// run_job would have reported. Same callback rule as run_job.
+Result<void> prepare_job(Engine& engine, Job job, RunOptions options, PrepareCallback done);
 
 // {"device": {...}, "outputs": {NAME: [numbers...]}, "stats": {...}}:
 // numbers in shortest round-trip form, non-finite floats as "nan", "inf",

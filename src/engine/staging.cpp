@@ -6,8 +6,10 @@
 namespace uvcl {
 
 StagingPool::~StagingPool() {
-  for (auto& [cap, s] : free_) destroy(s);
-  if (!free_.empty()) api_.clFinish(queue_);
+  for (auto& [cap, s] : free_)
+    if (!s.in_slab) destroy(s);
+  for (Staging& s : slabs_) destroy(s);
+  if (!free_.empty() || !slabs_.empty()) api_.clFinish(queue_);
 }
 
 Result<Staging> StagingPool::acquire(std::size_t bytes) {
@@ -20,6 +22,25 @@ Result<Staging> StagingPool::acquire(std::size_t bytes) {
     ++live_;
     return s;
   }
+  if (want <= kSlabBlockMax) {
+    auto slab = map_new(kSlabBytes);
+    if (!slab) return std::move(slab).error();
+    slabs_.push_back(slab.value());
+    auto* base = static_cast<unsigned char*>(slab->ptr);
+    for (std::size_t off = want; off + want <= kSlabBytes; off += want) {
+      free_.emplace(want, Staging{slab->mem, base + off, want, true});
+      cached_ += want;
+    }
+    ++live_;
+    return Staging{slab->mem, base, want, true};
+  }
+  auto s = map_new(want);
+  if (!s) return std::move(s).error();
+  ++live_;
+  return s;
+}
+
+Result<Staging> StagingPool::map_new(std::size_t want) {
   cl_int rc = CL_SUCCESS;
   Staging s;
   s.capacity = want;
@@ -33,14 +54,13 @@ Result<Staging> StagingPool::acquire(std::size_t bytes) {
     api_.clReleaseMemObject(s.mem);
     return cl::call_error(Status::MemoryAllocation, "clEnqueueMapBuffer(pinned staging)", rc);
   }
-  ++live_;
   return s;
 }
 
 void StagingPool::give_back(Staging s) {
   if (!s) return;
   --live_;
-  if (cached_ + s.capacity > kMaxCachedBytes) {
+  if (!s.in_slab && cached_ + s.capacity > kMaxCachedBytes) {
     destroy(s);
     return;
   }

@@ -94,12 +94,13 @@ static void release_pending(Engine::Impl& e, const Command& c) {
 
 // Cleanup for a command that will never run: what it would have written
 // holds no valid data, and the window's holds are dropped.
-static void discard_unsubmitted(Engine::Impl& e, const Command& c) {
+static void discard_unsubmitted(Engine::Impl& e, const Command& c, const Error& why) {
   for (const Access& a : c.accesses) {
     if (!a.write) continue;
     BufferRec& b = e.buffers.at(a.buffer);
-    b.poison = Error{Status::KernelSync, "buffer " + std::to_string(a.buffer) + " holds no valid data: command " +
-                                             std::to_string(c.id) + " that writes it failed"};
+    // The root cause travels with the poison: readers see why.
+    b.poison = Error{why.status, "buffer " + std::to_string(a.buffer) + " holds no valid data: command " +
+                                     std::to_string(c.id) + " that writes it failed: " + why.message};
   }
   release_pending(e, c);
   if (c.kernel) {
@@ -110,8 +111,8 @@ static void discard_unsubmitted(Engine::Impl& e, const Command& c) {
 
 void Engine::Impl::fail_unsubmitted(Command& c, Error err) {
   if (!graph.state(c.id)) graph.add(c.id, {});
+  discard_unsubmitted(*this, c, err);
   graph.fail(c.id, std::move(err));
-  discard_unsubmitted(*this, c);
 }
 
 void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
@@ -124,7 +125,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   }
   graph.add(c.id, producers);
   if (!graph.state(c.id)) {  // an input's producer had failed: the graph failed it already
-    discard_unsubmitted(*this, c);
+    discard_unsubmitted(*this, c, Error{Status::KernelSync, "an input of it was produced by a failed command"});
     return;
   }
   if (d.state == sched::DeviceState::Lost) {

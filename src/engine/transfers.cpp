@@ -60,6 +60,9 @@ Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::
   c.accesses.push_back(write_access(dst, r, offset, src.size()));
   c.offset = offset;
   c.bytes = src.size();
+  // Someone waits for on_done: ask the driver for a completion callback
+  // (otherwise only the 1 ms poll timer would notice the completion).
+  c.wants_callback = static_cast<bool>(on_done);
   if (mode == WriteMode::Copy) {
     auto staging = d.staging->acquire(src.size());
     if (!staging) return std::move(staging).error().context("write");
@@ -74,7 +77,6 @@ Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::
     c.host_src = src.data();
     c.on_final = done_hook(std::move(on_done));
   }
-  c.wants_callback = static_cast<bool>(c.on_final) && mode == WriteMode::Borrow;
   ++e.counters.writes;
   e.counters.bytes_to_device += src.size();
   e.enqueue(r.device, std::move(c));
@@ -104,6 +106,7 @@ Result<void> Engine::fill(Buffer dst, std::span<const std::byte> pattern, std::s
   c.bytes = bytes;
   c.pattern.assign(pattern.begin(), pattern.end());
   c.on_final = done_hook(std::move(on_done));
+  c.wants_callback = static_cast<bool>(c.on_final);
   ++e.counters.writes;
   e.enqueue(r.device, std::move(c));
   return {};
@@ -171,6 +174,7 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
     c.offset = dst_offset;
     c.bytes = bytes;
     c.on_final = done_hook(std::move(on_done));
+    c.wants_callback = static_cast<bool>(c.on_final);
     e.enqueue(s.device, std::move(c));
     return {};
   }

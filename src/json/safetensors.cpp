@@ -194,6 +194,13 @@ Result<Header> HeaderParser::run(std::string_view json, std::uint64_t data_offse
   Header h;
   h.data_offset = data_offset;
   h.data_size = data_size;
+  // Anything but an object is refused before simdjson sees it (a scalar
+  // document cannot be read as a value On-Demand).
+  const std::size_t lead = json.find_first_not_of(" \t\r\n");
+  if (lead == std::string_view::npos || json[lead] != '{')
+    return fail("", "the header is not a JSON object (got " +
+                        json::describe_token(lead == std::string_view::npos ? std::string_view{} : json.substr(lead)) +
+                        ")");
   input_ = simdjson::padded_string(json);
   if (auto e = parser_.iterate(input_).get(doc_)) return syntax(e);
   od::object top;

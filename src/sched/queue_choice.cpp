@@ -25,7 +25,9 @@ QueueIndex choose_queue(QueuePolicy policy, std::span<const AccessView> accesses
   if (policy == QueuePolicy::Seed) {
     for (const AccessView& a : accesses) {
       if (a.write) continue;
-      if (a.hazards->writer) return a.hazards->writer->queue;
+      // Only a scheduled (compute) queue: not the profiling queue of a timed
+      // launch, not kNoQueue (a cross-device copy's user event).
+      if (a.hazards->writer && a.hazards->writer->queue < load.size()) return a.hazards->writer->queue;
       break;  // only the first input counts
     }
     return least_loaded(load);
@@ -34,6 +36,7 @@ QueueIndex choose_queue(QueuePolicy policy, std::span<const AccessView> accesses
     const BufferHazards& b = *a.hazards;
     if (!b.writer || refs.is_complete(b.writer->id)) continue;
     const QueueIndex q = b.writer->queue;
+    if (q >= load.size()) continue;  // not a compute queue: nothing to continue
     // First consumer on the producer's queue: continue the chain there. An
     // in-place update (write) continues it too unless readers elsewhere are
     // still running, which it would wait for anyway.

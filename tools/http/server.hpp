@@ -23,6 +23,10 @@
 //             401, 400, 408): the write side is shut down and what the peer
 //             still sends is read and discarded for a moment, so that it
 //             sees the answer rather than a reset.
+//
+// An answer being written to a peer that stopped reading it is abandoned
+// (the connection closed) once the write made no progress for
+// Limits::idle_timeout_ms.
 #pragma once
 
 #include <cstddef>

@@ -1,0 +1,2258 @@
+// uvcl_bench — uvcl side by side with the bare OpenCL API, in one process,
+// on one device.
+//
+//   uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N...]]...
+//              [--device N] [--device2 N] [--list-devices]
+//              [--launches N] [--growth-launches N] [--idle-seconds S]
+//              [--spin-iters N]
+//
+// Figures (docs/BENCHMARKS.md explains each and states its target):
+//   1 submission cost per launch      6 frees in flight
+//   2 concurrency (queues 1..16)      7 compile, cold and warm
+//   3 completion latency              8 scale: live buffers, memory, growth
+//   4 loop lag under load             9 idle cost
+//   5 transfers                       10 loop stall during a compile
+//   5x cross-device copy (needs two devices; part of the default set only
+//      when the machine has a second device)
+//
+// The bare side opens the same OpenCL library through uvcl's dispatch table
+// (cl::Library) and enumerates devices the same way, so --device N names the
+// same device for both. Each figure is measured whole-process (wall clock,
+// getrusage, /proc/self/statm); the JSON is rewritten after every figure so
+// a run cut short keeps what it measured.
+#include <malloc.h>
+#include <sys/utsname.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <uv.h>
+
+#include "bench_cl.hpp"
+#include "bench_loop.hpp"
+#include "bench_util.hpp"
+#include "cl/api.hpp"
+#include "cl/devices.hpp"
+#include "uvcl/engine.hpp"
+
+#ifndef UVCL_BENCH_VERSION
+#define UVCL_BENCH_VERSION "unknown"
+#endif
+
+namespace bench {
+namespace {
+
+using uvcl::Buffer;
+using uvcl::Engine;
+using uvcl::Kernel;
+using uvcl::KernelArg;
+using uvcl::Launch;
+using uvcl::Program;
+using uvcl::Result;
+
+// --- kernels ---------------------------------------------------------------
+
+constexpr const char* kKernels = R"CL(
+__kernel void tiny(__global float* x) { x[get_global_id(0)] += 1.0f; }
+__kernel void tiny_add(__global float* x, float a) { x[get_global_id(0)] += a; }
+__kernel void spin(__global float* x, int iters) {
+  const size_t i = get_global_id(0);
+  float v = x[i];
+  for (int k = 0; k < iters; ++k) v = v * 0.99999f + 0.00001f;
+  x[i] = v;
+}
+__kernel void produce(__global float* t, __global const float* in) {
+  const size_t i = get_global_id(0);
+  t[i] = in[i] * 2.0f;
+}
+__kernel void consume(__global float* out, __global const float* t) {
+  const size_t i = get_global_id(0);
+  out[i] += t[i];
+}
+)CL";
+
+// A program of realistic size for the compile figures: the kernels above
+// plus a tiled matrix multiply, a softmax and a reduction.
+constexpr const char* kCompileExtra = R"CL(
+#define TILE 16
+__kernel void matmul(__global const float* a, __global const float* b, __global float* c, int n) {
+  __local float ta[TILE][TILE];
+  __local float tb[TILE][TILE];
+  const int row = get_global_id(1), col = get_global_id(0);
+  const int lr = get_local_id(1), lc = get_local_id(0);
+  float acc = 0.0f;
+  for (int t = 0; t < n; t += TILE) {
+    ta[lr][lc] = a[row * n + t + lc];
+    tb[lr][lc] = b[(t + lr) * n + col];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < TILE; ++k) acc += ta[lr][k] * tb[k][lc];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  c[row * n + col] = acc;
+}
+__kernel void softmax(__global const float* x, __global float* y, int n) {
+  const int r = get_global_id(0);
+  float m = -INFINITY;
+  for (int i = 0; i < n; ++i) m = fmax(m, x[r * n + i]);
+  float s = 0.0f;
+  for (int i = 0; i < n; ++i) s += exp(x[r * n + i] - m);
+  for (int i = 0; i < n; ++i) y[r * n + i] = exp(x[r * n + i] - m) / s;
+}
+__kernel void reduce(__global const float* x, __global float* out, __local float* scratch, int n) {
+  const int lid = get_local_id(0);
+  float acc = 0.0f;
+  for (int i = get_global_id(0); i < n; i += get_global_size(0)) acc += x[i];
+  scratch[lid] = acc;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = get_local_size(0) / 2; s > 0; s >>= 1) {
+    if (lid < s) scratch[lid] += scratch[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (lid == 0) out[get_group_id(0)] = scratch[0];
+}
+)CL";
+
+std::string compile_source() { return std::string(kKernels) + kCompileExtra; }
+
+// A source no driver or cache has seen: a comment with a fresh number.
+std::string unique_source() {
+  static std::mt19937_64 rng{std::random_device{}() ^ static_cast<std::uint64_t>(uv_hrtime())};
+  return "// nonce " + std::to_string(rng()) + "\n" + compile_source();
+}
+
+// --- context ------------------------------------------------------------------
+
+struct Options {
+  std::string json_path;
+  bool quick = false, smoke = false, list = false;
+  std::vector<std::string> figures;  // empty: the default set
+  std::size_t device = 0;
+  long device2 = -1;
+  std::uint64_t launches = 0, growth = 0;
+  double idle_s = 0;
+  int spin_iters = 0;
+  std::string argv;
+};
+
+struct Ctx {
+  Options opt;
+  std::unique_ptr<uvcl::cl::Library> lib;
+  const uvcl::cl::Api* api = nullptr;
+  std::vector<uvcl::cl::Device> devices;  // every platform, engine order
+  std::size_t local = 0;                  // the device's index in a platform-restricted engine
+  int spin_iters = 0;                     // work per ~100 us kernel (figure 2 calibrates)
+  double spin_us = 0;
+
+  const uvcl::cl::Device& dev() const { return devices[opt.device]; }
+  template <class T>
+  T pick(T full, T quick, T smoke) const {
+    return opt.smoke ? smoke : opt.quick ? quick : full;
+  }
+};
+
+template <class T>
+T must(Result<T> r, const std::string& what) {
+  if (!r) fail(what + ": " + r.error().to_string());
+  return std::move(r).value();
+}
+inline void must(Result<void> r, const std::string& what) {
+  if (!r) fail(what + ": " + r.error().to_string());
+}
+
+// Engines see only the platform of the benchmarked device (so no other
+// driver's threads run in the process); `local` is the device's index there.
+std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std::string& cache_dir = {},
+                                    std::optional<std::vector<std::size_t>> platforms = std::nullopt) {
+  uvcl::Config cfg;
+  cfg.queues = queues;
+  cfg.cache_dir = cache_dir;
+  cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
+  auto e = must(Engine::create(cfg), "Engine::create");
+  if (!platforms && (e->device_count() <= c.local || e->device(c.local).name != c.dev().info.name))
+    fail("engine device " + std::to_string(c.local) + " is not the benchmarked device");
+  return e;
+}
+
+std::vector<Buffer> zeroed_buffers(Engine& e, std::size_t dev, std::size_t n, std::size_t bytes) {
+  std::vector<Buffer> out;
+  out.reserve(n);
+  const float z = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    out.push_back(must(e.allocate(dev, bytes), "allocate"));
+    must(e.fill(out.back(), std::as_bytes(std::span(&z, 1)), 0, bytes), "fill");
+  }
+  must(e.finish(), "finish");
+  return out;
+}
+
+// --- figures: the table rows -------------------------------------------------
+
+Json make_figure(const std::string& id, const std::string& title) {
+  Json f = Json::object();
+  f["id"] = id;
+  f["title"] = title;
+  f["rows"] = Json::array();
+  f["columns"] = Json::object();
+  return f;
+}
+
+Json& add_row(Json& fig, const std::string& key, const std::string& label, const std::string& unit,
+              bool higher_better) {
+  Json r = Json::object();
+  r["key"] = key;
+  r["label"] = label;
+  r["unit"] = unit;
+  r["better"] = higher_better ? "higher" : "lower";
+  fig["rows"].push(std::move(r));
+  return fig["rows"].back();
+}
+
+void column(Json& fig, const std::string& key, const std::string& label) { fig["columns"][key] = label; }
+
+void print_figure(const Json& fig) {
+  const Json* rows = fig.find("rows");
+  if (!rows) return;
+  const Json* id = fig.find("id");
+  for (const Json& r : rows->items()) {
+    std::ostringstream line;
+    line << "  [" << (id ? id->str() : "?") << "] " << r.find("key")->str() << ":";
+    for (const auto& [k, v] : r.members()) {
+      if (v.type() != Json::Type::Number) continue;
+      line << " " << k << "=" << v.number();
+    }
+    line << " " << r.find("unit")->str();
+    const Json* u = r.find("uvcl");
+    const Json* b = r.find("bare");
+    if (u && b && b->number() != 0) line << "  (uvcl/bare " << u->number() / b->number() << ")";
+    std::cout << line.str() << "\n";
+  }
+  std::cout.flush();
+}
+
+// --- calibration -----------------------------------------------------------------
+
+std::size_t spin_group(const Ctx& c) { return std::min<std::size_t>(64, c.dev().info.max_work_group_size); }
+
+// Iterations of `spin` for a ~100 us one-work-group kernel on this device.
+int spin_iters(Ctx& c) {
+  if (c.opt.spin_iters > 0) c.spin_iters = c.opt.spin_iters;
+  if (c.spin_iters > 0) return c.spin_iters;
+  Bare b(*c.api, c.dev(), 1);
+  cl_program p = b.build(kKernels);
+  cl_kernel k = b.kernel(p, "spin");
+  cl_mem m = b.buffer(64 * sizeof(float));
+  b.zero(m, 64 * sizeof(float));
+  const std::size_t wg = spin_group(c);
+  int iters = 2000;
+  auto run = [&](int n, int count) {
+    b.arg(k, 0, m);
+    b.arg(k, 1, n);
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < count; ++i)
+      ck(b.api.clEnqueueNDRangeKernel(b.q(), k, 1, nullptr, &wg, &wg, 0, nullptr, nullptr), "enqueue spin");
+    b.finish();
+    return us_since(t0) / count;
+  };
+  run(iters, 2);  // the first launch includes a JIT step
+  double per = 0;
+  for (int round = 0; round < 6; ++round) {
+    per = run(iters, 16);
+    if (per > 85 && per < 120) break;
+    const double scaled = static_cast<double>(iters) * 100.0 / std::max(per, 1.0);
+    iters = static_cast<int>(std::clamp(scaled, 1.0, 5e7));
+  }
+  c.spin_iters = iters;
+  c.spin_us = per;
+  return iters;
+}
+
+// =====================================================================
+// Figure 1: submission cost per launch
+// =====================================================================
+
+struct Costs {
+  std::vector<double> submit, submit_cpu, total, cpu;  // us per launch
+  void add(double submit_us, double submit_cpu_us, double total_us, double cpu_us, std::uint64_t n) {
+    const double k = static_cast<double>(n);
+    submit.push_back(submit_us / k);
+    submit_cpu.push_back(submit_cpu_us / k);
+    total.push_back(total_us / k);
+    cpu.push_back(cpu_us / k);
+  }
+};
+
+Json fig1(Ctx& c) {
+  const std::uint64_t n = c.opt.launches ? c.opt.launches : c.pick<std::uint64_t>(100000, 20000, 1000);
+  const int reps = c.pick(3, 2, 1);
+  const std::size_t nbuf = c.pick<std::size_t>(1024, 1024, 64);
+  Json fig = make_figure("1", "Submission cost per launch");
+  fig["params"]["launches"] = n;
+  fig["params"]["reps"] = reps;
+  fig["params"]["buffers"] = nbuf;
+  column(fig, "uvcl", "uvcl (8 queues)");
+  column(fig, "bare", "bare, with event");
+  column(fig, "bare_noevent", "bare, no event");
+  column(fig, "bare_keep", "bare, events held until finished");
+  column(fig, "pyopencl", "pyopencl");
+  const char* names[3] = {"a", "b", "c"};
+  Costs u[3], be[3], bn[3], bk[3], ub[3], beb[3], bnb[3];
+  const std::uint64_t burst = std::min<std::uint64_t>(n, 1000);
+  const int bursts = c.pick(20, 10, 2);
+  fig["params"]["burst"] = burst;
+  fig["params"]["bursts"] = bursts;
+
+  {
+    auto eng = make_engine(c);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Program p = must(e.compile_sync(d, kKernels), "compile");
+    Kernel tiny = must(e.kernel(p, "tiny"), "kernel tiny");
+    Kernel add = must(e.kernel(p, "tiny_add"), "kernel tiny_add");
+    Buffer chain = zeroed_buffers(e, d, 1, 256)[0];
+    std::vector<Buffer> many = zeroed_buffers(e, d, nbuf, 256);
+    auto run = [&](int v, std::uint64_t count, Costs* out) {
+      Launch l;
+      l.global = {1};
+      if (v == 2) {
+        l.kernel = add;
+        l.args = {KernelArg::of(chain), KernelArg::value(0.0f)};
+      } else {
+        l.kernel = tiny;
+        l.args = {KernelArg::of(chain)};
+      }
+      const double cpu0 = cpu_seconds(RUSAGE_THREAD);
+      const std::uint64_t t0 = now_ns();
+      for (std::uint64_t i = 0; i < count; ++i) {
+        if (v == 1) l.args[0].buffer = many[i % nbuf];
+        else if (v == 2) l.args[1].scalar = uvcl::Scalar::of(static_cast<float>(i & 1023));
+        if (auto r = e.launch(l); !r) fail("launch: " + r.error().to_string());
+      }
+      const double submit = us_since(t0);
+      const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+      must(e.finish(), "finish");
+      const double total = us_since(t0);
+      const double cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+      if (out) out->add(submit, submit_cpu, total, cpu, count);
+    };
+    for (int v = 0; v < 3; ++v) run(v, std::min<std::uint64_t>(n, 2000), nullptr);  // warm-up
+    for (int r = 0; r < reps; ++r)
+      for (int v = 0; v < 3; ++v) run(v, n, &u[v]);
+    // Short bursts (finished in between): the host cost when the driver's
+    // queue is not backed up (a long burst on a GPU runs at the device's pace).
+    for (int v = 0; v < 3; ++v)
+      for (int b = 0; b < bursts; ++b) run(v, burst, &ub[v]);
+    const uvcl::EngineStats s = e.stats();
+    fig["uvcl_stats"]["cross_queue_waits"] = s.cross_queue_waits;
+    fig["uvcl_stats"]["flushes"] = s.flushes;
+    fig["uvcl_stats"]["submitted"] = s.submitted;
+  }
+  {
+    Bare b(*c.api, c.dev(), 1);
+    const uvcl::cl::Api& api = b.api;
+    cl_program p = b.build(kKernels);
+    cl_kernel tiny = b.kernel(p, "tiny");
+    cl_kernel add = b.kernel(p, "tiny_add");
+    cl_mem chain = b.buffer(256);
+    b.zero(chain, 256);
+    std::vector<cl_mem> many;
+    for (std::size_t i = 0; i < nbuf; ++i) {
+      many.push_back(b.buffer(256));
+      b.zero(many.back(), 256);
+    }
+    // mode 0: event released at once; 1: no event; 2: events kept until
+    // the queue is finished (what a tracker holding them costs the driver).
+    std::vector<cl_event> kept;
+    kept.reserve(n);
+    auto run = [&](int v, int mode, std::uint64_t count, Costs* out) {
+      const std::size_t g = 1;
+      cl_command_queue q = b.q();
+      const bool with_event = mode != 1;
+      const double cpu0 = cpu_seconds(RUSAGE_THREAD);
+      const std::uint64_t t0 = now_ns();
+      for (std::uint64_t i = 0; i < count; ++i) {
+        cl_mem m = v == 1 ? many[i % nbuf] : chain;
+        cl_kernel k = v == 2 ? add : tiny;
+        api.clSetKernelArg(k, 0, sizeof m, &m);
+        if (v == 2) {
+          const float a = static_cast<float>(i & 1023);
+          api.clSetKernelArg(k, 1, sizeof a, &a);
+        }
+        cl_event ev = nullptr;
+        const cl_int rc = api.clEnqueueNDRangeKernel(q, k, 1, nullptr, &g, nullptr, 0, nullptr,
+                                                     with_event ? &ev : nullptr);
+        if (rc != CL_SUCCESS) ck(rc, "clEnqueueNDRangeKernel");
+        if (mode == 2) kept.push_back(ev);
+        else if (ev) api.clReleaseEvent(ev);
+      }
+      const double submit = us_since(t0);
+      const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+      b.finish();
+      for (cl_event ev : kept) api.clReleaseEvent(ev);
+      kept.clear();
+      const double total = us_since(t0);
+      const double cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+      if (out) out->add(submit, submit_cpu, total, cpu, count);
+    };
+    for (int v = 0; v < 3; ++v) run(v, 0, std::min<std::uint64_t>(n, 2000), nullptr);
+    for (int r = 0; r < reps; ++r)
+      for (int v = 0; v < 3; ++v) {
+        run(v, 0, n, &be[v]);
+        run(v, 1, n, &bn[v]);
+        run(v, 2, n, &bk[v]);
+      }
+    for (int v = 0; v < 3; ++v)
+      for (int b = 0; b < bursts; ++b) {
+        run(v, 0, burst, &beb[v]);
+        run(v, 1, burst, &bnb[v]);
+      }
+  }
+  const char* what[3] = {"(a) one dependent chain", "(b) independent, over many buffers",
+                         "(c) a scalar argument changing every launch"};
+  for (int v = 0; v < 3; ++v) {
+    const std::string k = std::string("1") + names[v];
+    struct Metric {
+      const char* suffix;
+      const char* what;
+      std::vector<double> Costs::*field;
+    };
+    const Metric metrics[] = {
+        {".submit", ": host time per launch (submit loop, wall)", &Costs::submit},
+        {".submit_cpu", ": submitting-thread CPU per launch (submit loop)", &Costs::submit_cpu},
+        {".total", ": wall time per launch until all complete", &Costs::total},
+        {".cpu", ": submitting-thread CPU per launch, including completion handling", &Costs::cpu},
+    };
+    for (const Metric& m : metrics) {
+      Json& row = add_row(fig, k + m.suffix, std::string(what[v]) + m.what, "us", false);
+      row["uvcl"] = median(u[v].*m.field);
+      row["bare"] = median(be[v].*m.field);
+      row["bare_noevent"] = median(bn[v].*m.field);
+      row["bare_keep"] = median(bk[v].*m.field);
+    }
+    Json& br = add_row(fig, k + ".burst", std::string(what[v]) + ": host time per launch in bursts of " +
+                                             std::to_string(burst) + " (submit loop, wall)", "us", false);
+    br["uvcl"] = median(ub[v].submit);
+    br["bare"] = median(beb[v].submit);
+    br["bare_noevent"] = median(bnb[v].submit);
+    Json& brc = add_row(fig, k + ".burst_cpu", std::string(what[v]) + ": submitting-thread CPU per launch in bursts of " +
+                                                 std::to_string(burst), "us", false);
+    brc["uvcl"] = median(ub[v].submit_cpu);
+    brc["bare"] = median(beb[v].submit_cpu);
+    brc["bare_noevent"] = median(bnb[v].submit_cpu);
+    Json raw = Json::object();
+    raw["uvcl_submit"] = Json::array_of(u[v].submit);
+    raw["bare_submit"] = Json::array_of(be[v].submit);
+    raw["bare_noevent_submit"] = Json::array_of(bn[v].submit);
+    fig["samples"][names[v]] = std::move(raw);
+  }
+  return fig;
+}
+
+// =====================================================================
+// Figure 2: concurrency
+// =====================================================================
+
+Json fig2(Ctx& c) {
+  const int iters = spin_iters(c);
+  const std::size_t chains = 64;
+  const std::size_t length = c.pick<std::size_t>(32, 8, 2);
+  const int reps = c.pick(3, 2, 1);
+  const std::size_t wg = spin_group(c);
+  Json fig = make_figure("2", "Concurrency: 64 independent chains of one-work-group kernels");
+  fig["params"]["chains"] = chains;
+  fig["params"]["chain_length"] = length;
+  fig["params"]["work_group"] = wg;
+  fig["params"]["spin_iters"] = iters;
+  fig["params"]["kernel_us_one_queue"] = c.spin_us;
+  fig["params"]["reps"] = reps;
+  column(fig, "uvcl", "uvcl (default 8 queues)");
+  column(fig, "uvcl16", "uvcl (16 queues)");
+  column(fig, "bare", "bare, 16 queues");
+  column(fig, "bare_events", "bare, 16 queues, an event per launch");
+  column(fig, "bare1", "bare, 1 queue");
+  column(fig, "pyopencl", "pyopencl, 16 queues");
+  column(fig, "pyopencl1", "pyopencl, 1 queue");
+
+  // Bare: chain i on queue i % q, issued round by round; every queue is
+  // flushed once per round (as uvcl flushes once per window).
+  std::vector<unsigned> bare_queues = {1, 2, 4, 8, 16};
+  Json bare_curve = Json::array();
+  double bare1_ms = 0, bare_best = 0, bare16_ms = 0, bare16_events_ms = 0;
+  {
+    Bare b(*c.api, c.dev(), 16);
+    cl_program p = b.build(kKernels);
+    cl_kernel k = b.kernel(p, "spin");
+    std::vector<cl_mem> bufs;
+    for (std::size_t i = 0; i < chains; ++i) {
+      bufs.push_back(b.buffer(wg * sizeof(float)));
+      b.zero(bufs.back(), wg * sizeof(float));
+    }
+    auto run = [&](unsigned nq, bool events = false) {
+      const std::uint64_t t0 = now_ns();
+      for (std::size_t j = 0; j < length; ++j) {
+        for (std::size_t ch = 0; ch < chains; ++ch) {
+          b.arg(k, 0, bufs[ch]);
+          b.arg(k, 1, iters);
+          cl_event ev = nullptr;
+          ck(b.api.clEnqueueNDRangeKernel(b.q(ch % nq), k, 1, nullptr, &wg, &wg, 0, nullptr, events ? &ev : nullptr),
+             "enqueue");
+          if (ev) b.api.clReleaseEvent(ev);
+        }
+        for (unsigned q = 0; q < nq; ++q) b.api.clFlush(b.q(q));
+      }
+      for (unsigned q = 0; q < nq; ++q) ck(b.api.clFinish(b.q(q)), "clFinish");
+      return us_since(t0) / 1e3;
+    };
+    run(16);  // warm-up
+    for (unsigned nq : bare_queues) {
+      std::vector<double> t;
+      for (int r = 0; r < reps; ++r) t.push_back(run(nq));
+      const double ms = min_of(t);
+      if (nq == 1) bare1_ms = ms;
+      if (nq == 16) bare16_ms = ms;
+      Json pt = Json::object();
+      pt["queues"] = nq;
+      pt["ms"] = ms;
+      pt["speedup"] = bare1_ms / ms;
+      bare_curve.push(std::move(pt));
+      if (nq > 1) bare_best = std::max(bare_best, bare1_ms / ms);
+    }
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) t.push_back(run(16, true));
+    bare16_events_ms = min_of(t);
+  }
+
+  std::vector<unsigned> curve;
+  if (c.opt.smoke) curve = {1, 8, 16};
+  else
+    for (unsigned q = 1; q <= 16; ++q) curve.push_back(q);
+  Json uvcl_curve = Json::array();
+  double u8_ms = 0, u16_ms = 0, u1_ms = 0, ubest = 0;
+  unsigned ubest_q = 0;
+  Json queue_use = Json::object();
+  for (unsigned nq : curve) {
+    auto eng = make_engine(c, nq);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Program p = must(e.compile_sync(d, kKernels), "compile");
+    Kernel k = must(e.kernel(p, "spin"), "kernel spin");
+    std::vector<Buffer> bufs = zeroed_buffers(e, d, chains, wg * sizeof(float));
+    Launch l;
+    l.kernel = k;
+    l.args = {KernelArg::of(bufs[0]), KernelArg::value(iters)};
+    l.global = {wg};
+    l.local = {wg};
+    std::vector<std::uint32_t> per_queue(nq + 2, 0);
+    auto run = [&]() {
+      const std::uint64_t t0 = now_ns();
+      for (std::size_t j = 0; j < length; ++j)
+        for (std::size_t ch = 0; ch < chains; ++ch) {
+          l.args[0].buffer = bufs[ch];
+          if (auto r = e.launch(l); !r) fail("launch: " + r.error().to_string());
+        }
+      must(e.finish(), "finish");
+      return us_since(t0) / 1e3;
+    };
+    for (std::size_t ch = 0; ch < chains; ++ch) {  // warm-up
+      l.args[0].buffer = bufs[ch];
+      must(e.launch(l), "launch");
+    }
+    must(e.finish(), "finish");
+    const std::uint64_t waits0 = e.stats().cross_queue_waits;
+    std::vector<double> t;
+    for (int r = 0; r < reps; ++r) {
+      if (r == 0)
+        e.set_schedule_recorder([&](const uvcl::ScheduleEntry& s) {
+          if (s.queue < per_queue.size()) ++per_queue[s.queue];
+        });
+      t.push_back(run());
+      e.set_schedule_recorder({});
+    }
+    const double ms = min_of(t);
+    if (nq == 1) u1_ms = ms;
+    if (nq == 8) u8_ms = ms;
+    if (nq == 16) u16_ms = ms;
+    if (bare1_ms / ms > ubest) {
+      ubest = bare1_ms / ms;
+      ubest_q = nq;
+    }
+    Json pt = Json::object();
+    pt["queues"] = nq;
+    pt["ms"] = ms;
+    pt["speedup"] = bare1_ms / ms;
+    pt["cross_queue_waits_per_rep"] =
+        static_cast<double>(e.stats().cross_queue_waits - waits0) / static_cast<double>(reps);
+    Json used = Json::array();
+    for (unsigned q = 0; q < nq; ++q) used.push(per_queue[q]);
+    pt["launches_per_queue_first_rep"] = std::move(used);
+    uvcl_curve.push(std::move(pt));
+  }
+  fig["uvcl_curve"] = std::move(uvcl_curve);
+  fig["bare_curve"] = std::move(bare_curve);
+  Json& t = add_row(fig, "2.time", "64 chains x " + std::to_string(length) + " kernels: wall time", "ms", false);
+  t["uvcl"] = u8_ms;
+  t["uvcl16"] = u16_ms;
+  t["bare"] = bare16_ms;
+  t["bare_events"] = bare16_events_ms;
+  t["bare1"] = bare1_ms;
+  Json& s = add_row(fig, "2.speedup", "speedup over bare with 1 queue", "x", true);
+  s["uvcl"] = bare1_ms / u8_ms;
+  s["uvcl16"] = bare1_ms / u16_ms;
+  s["bare"] = bare1_ms / bare16_ms;
+  s["bare_events"] = bare1_ms / bare16_events_ms;
+  s["bare1"] = 1.0;
+  Json& best = add_row(fig, "2.best", "best multi-queue speedup (uvcl over queues 1..16, bare over 2..16)", "x", true);
+  best["uvcl"] = ubest;
+  best["bare"] = bare_best;
+  fig["uvcl_best_queues"] = ubest_q;
+  Json& one = add_row(fig, "2.one_queue", "one queue: wall time", "ms", false);
+  one["uvcl"] = u1_ms;
+  one["bare"] = bare1_ms;
+  return fig;
+}
+
+// =====================================================================
+// Figure 3: completion latency
+// =====================================================================
+
+Json fig3(Ctx& c) {
+  const int samples = c.pick(2000, 300, 20);
+  const int warm = c.pick(100, 30, 5);
+  Json fig = make_figure("3", "Completion latency: launch -> 4-byte read-back");
+  fig["params"]["samples"] = samples;
+  column(fig, "uvcl", "uvcl: read callback on the loop");
+  column(fig, "bare", "bare: launch + blocking read");
+  column(fig, "pyopencl", "pyopencl: launch + blocking read");
+  std::vector<double> ulat, blat;
+  {
+    auto eng = make_engine(c);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Program p = must(e.compile_sync(d, kKernels), "compile");
+    Kernel k = must(e.kernel(p, "tiny"), "kernel");
+    Buffer buf = zeroed_buffers(e, d, 1, 256)[0];
+    Launch l;
+    l.kernel = k;
+    l.args = {KernelArg::of(buf)};
+    l.global = {1};
+    int left = warm + samples;
+    std::uint64_t t0 = 0;
+    std::optional<std::string> error;
+    std::function<void()> next = [&]() {
+      t0 = now_ns();
+      if (auto r = e.launch(l); !r) {
+        error = r.error().to_string();
+        return;
+      }
+      auto r = e.read(buf, 0, 4, [&](Result<std::span<const std::byte>> data) {
+        const double us = us_since(t0);
+        if (!data) {
+          error = data.error().to_string();
+          return;
+        }
+        if (left-- <= samples) ulat.push_back(us);
+        if (left > 0) next();
+      });
+      if (!r) error = r.error().to_string();
+    };
+    next();
+    uv_run(e.loop(), UV_RUN_DEFAULT);  // returns when the engine is idle
+    if (error) fail("latency run: " + *error);
+    fig["uvcl_stats"]["callbacks"] = e.stats().reads;
+  }
+  {
+    Bare b(*c.api, c.dev(), 1);
+    cl_program p = b.build(kKernels);
+    cl_kernel k = b.kernel(p, "tiny");
+    cl_mem m = b.buffer(256);
+    b.zero(m, 256);
+    float host = 0;
+    const std::size_t g = 1;
+    for (int i = 0; i < warm + samples; ++i) {
+      const std::uint64_t t0 = now_ns();
+      b.arg(k, 0, m);
+      ck(b.api.clEnqueueNDRangeKernel(b.q(), k, 1, nullptr, &g, nullptr, 0, nullptr, nullptr), "enqueue");
+      ck(b.api.clEnqueueReadBuffer(b.q(), m, CL_TRUE, 0, 4, &host, 0, nullptr, nullptr), "read");
+      const double us = us_since(t0);
+      if (i >= warm) blat.push_back(us);
+    }
+  }
+  for (const char* pct : {"p50", "p90", "p99"}) {
+    const double p = std::string(pct) == "p50" ? 50 : std::string(pct) == "p90" ? 90 : 99;
+    Json& r = add_row(fig, std::string("3.") + pct, std::string("round trip ") + pct, "us", false);
+    r["uvcl"] = percentile(ulat, p);
+    r["bare"] = percentile(blat, p);
+  }
+  Json& mx = add_row(fig, "3.max", "round trip max", "us", false);
+  mx["uvcl"] = max_of(ulat);
+  mx["bare"] = max_of(blat);
+  fig["uvcl_summary"] = summary(ulat);
+  fig["bare_summary"] = summary(blat);
+  fig["samples"]["uvcl"] = thinned(ulat, 4000);
+  fig["samples"]["bare"] = thinned(blat, 4000);
+  return fig;
+}
+
+// =====================================================================
+// Figure 4: loop responsiveness under load
+// =====================================================================
+
+// A hand-written event-driven bare-OpenCL driver for the same load: groups
+// of launches ending in a non-blocking read whose completion callback
+// (driver thread) wakes the loop through uv_async; the loop issues the next
+// group. What an application gets without uvcl, done right.
+class BareLoad {
+ public:
+  BareLoad(Bare& b, cl_kernel k, std::vector<cl_mem> bufs, int group, int iters, std::size_t wg, unsigned queues)
+      : b_(b), k_(k), bufs_(std::move(bufs)), group_(group), iters_(iters), wg_(wg), queues_(queues),
+        host_(bufs_.size()) {}
+  void start(uv_loop_t* loop) {
+    self() = this;
+    uv_async_init(loop, &async_, &BareLoad::on_async);
+    for (std::size_t g = 0; g < bufs_.size(); ++g) issue(g);
+  }
+  void stop() { stopping_ = true; }
+  std::uint64_t kernels = 0, reads = 0;
+  std::optional<std::string> error;
+
+ private:
+  static BareLoad*& self() {
+    static BareLoad* s = nullptr;
+    return s;
+  }
+  void issue(std::size_t g) {
+    cl_command_queue q = b_.q(g % queues_);
+    b_.arg(k_, 0, bufs_[g]);
+    b_.arg(k_, 1, iters_);
+    for (int i = 0; i < group_; ++i)
+      if (b_.api.clEnqueueNDRangeKernel(q, k_, 1, nullptr, &wg_, &wg_, 0, nullptr, nullptr) != CL_SUCCESS)
+        error = "clEnqueueNDRangeKernel failed";
+    kernels += static_cast<std::uint64_t>(group_);
+    cl_event ev = nullptr;
+    if (b_.api.clEnqueueReadBuffer(q, bufs_[g], CL_FALSE, 0, 4, &host_[g], 0, nullptr, &ev) != CL_SUCCESS) {
+      error = "clEnqueueReadBuffer failed";
+      return;
+    }
+    ++outstanding_;
+    b_.api.clFlush(q);
+    b_.api.clSetEventCallback(ev, CL_COMPLETE, &BareLoad::on_event, reinterpret_cast<void*>(g));
+  }
+  static void CL_CALLBACK on_event(cl_event ev, cl_int, void* user) {
+    BareLoad* s = self();
+    {
+      std::lock_guard lock(s->mutex_);
+      s->done_.push_back({reinterpret_cast<std::size_t>(user), ev});
+    }
+    uv_async_send(&s->async_);
+  }
+  static void on_async(uv_async_t* a) {
+    BareLoad* s = self();
+    std::vector<std::pair<std::size_t, cl_event>> done;
+    {
+      std::lock_guard lock(s->mutex_);
+      done.swap(s->done_);
+    }
+    for (auto [g, ev] : done) {
+      s->b_.api.clReleaseEvent(ev);
+      --s->outstanding_;
+      ++s->reads;
+      if (!s->stopping_) s->issue(g);
+    }
+    if (s->stopping_ && s->outstanding_ == 0) uv_close(reinterpret_cast<uv_handle_t*>(a), nullptr);
+  }
+  Bare& b_;
+  cl_kernel k_;
+  std::vector<cl_mem> bufs_;
+  int group_, iters_;
+  std::size_t wg_;
+  unsigned queues_;
+  std::vector<float> host_;
+  uv_async_t async_{};
+  std::mutex mutex_;
+  std::vector<std::pair<std::size_t, cl_event>> done_;
+  int outstanding_ = 0;
+  bool stopping_ = false;
+};
+
+// Runs `loop` with a LagMeter for `seconds` after a 0.2 s settling time;
+// `start` sets the load going, `stop` asks it to wind down.
+struct Timed {
+  uv_timer_t t{};
+  std::function<void()> fn;
+  static void schedule(uv_loop_t* loop, Timed& self, std::uint64_t ms, std::function<void()> f) {
+    self.fn = std::move(f);
+    uv_timer_init(loop, &self.t);
+    self.t.data = &self;
+    uv_timer_start(&self.t, [](uv_timer_t* h) {
+      auto* s = static_cast<Timed*>(h->data);
+      uv_close(reinterpret_cast<uv_handle_t*>(h), nullptr);
+      s->fn();
+    }, ms, 0);
+  }
+};
+
+std::vector<double> lag_run(uv_loop_t* loop, double seconds, const std::function<void()>& start,
+                            const std::function<void()>& stop, const std::function<void()>& sample = {}) {
+  LagMeter meter;
+  meter.recording = false;
+  meter.on_each = [&] {
+    if (meter.recording && sample) sample();
+  };
+  meter.start(loop);
+  Timed settle, end;
+  Timed::schedule(loop, settle, 200, [&] { meter.recording = true; });
+  Timed::schedule(loop, end, 200 + static_cast<std::uint64_t>(seconds * 1000), [&] {
+    meter.recording = false;
+    meter.stop();
+    if (stop) stop();
+  });
+  if (start) start();
+  uv_run(loop, UV_RUN_DEFAULT);
+  return meter.lag_us;
+}
+
+struct LoadResult {
+  std::vector<double> ulag, blag, inflight;
+  double ukernels_per_s = 0, bkernels_per_s = 0;
+  Json probe;
+};
+
+// 64 groups, each `group` launches on its own buffer and a 4-byte read whose
+// callback issues the group again: ~1088 commands always in flight.
+LoadResult load_run(Ctx& c, int iters, double seconds, std::size_t groups, int group) {
+  const std::size_t wg = spin_group(c);
+  LoadResult res;
+  {
+    auto eng = make_engine(c);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Program p = must(e.compile_sync(d, kKernels), "compile");
+    Kernel k = must(e.kernel(p, "spin"), "kernel");
+    std::vector<Buffer> bufs = zeroed_buffers(e, d, groups, wg * sizeof(float));
+    Probe::attach(e.loop());
+    Probe::reset();
+    Launch l;
+    l.kernel = k;
+    l.args = {KernelArg::of(bufs[0]), KernelArg::value(iters)};
+    l.global = {wg};
+    l.local = {wg};
+    bool stopping = false;
+    std::uint64_t reads = 0;
+    std::uint64_t t_start = 0, t_stop = 0, k_start = 0, k_stop = 0;
+    std::optional<std::string> error;
+    std::function<void(std::size_t)> issue = [&](std::size_t g) {
+      Probe::User user;  // the benchmark's own work, not the engine's
+      l.args[0].buffer = bufs[g];
+      for (int i = 0; i < group; ++i)
+        if (auto r = e.launch(l); !r) error = r.error().to_string();
+      auto r = e.read(bufs[g], 0, 4, [&, g](Result<std::span<const std::byte>> data) {
+        if (!data) error = data.error().to_string();
+        ++reads;
+        if (!stopping && !error) issue(g);
+      });
+      if (!r) error = r.error().to_string();
+    };
+    res.ulag = lag_run(
+        e.loop(), seconds,
+        [&] {
+          for (std::size_t g = 0; g < groups; ++g) issue(g);
+        },
+        [&] {
+          stopping = true;
+          t_stop = now_ns();
+          k_stop = reads;
+        },
+        [&] {
+          if (t_start == 0) {
+            t_start = now_ns();
+            k_start = reads;
+          }
+          const uvcl::EngineStats s = e.stats();
+          res.inflight.push_back(static_cast<double>(s.in_flight + s.pending));
+        });
+    if (error) fail("load: " + *error);
+    res.ukernels_per_s =
+        static_cast<double>(k_stop - k_start) * group / (static_cast<double>(t_stop - t_start) / 1e9);
+    res.probe = Probe::json();
+    Probe::detach();
+  }
+  {
+    Bare b(*c.api, c.dev(), 8);
+    cl_program p = b.build(kKernels);
+    cl_kernel k = b.kernel(p, "spin");
+    std::vector<cl_mem> bufs;
+    for (std::size_t g = 0; g < groups; ++g) {
+      bufs.push_back(b.buffer(wg * sizeof(float)));
+      b.zero(bufs.back(), wg * sizeof(float));
+    }
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    BareLoad load(b, k, bufs, group, iters, wg, 8);
+    std::uint64_t t_start = 0, t_stop = 0, r_start = 0, r_stop = 0;
+    res.blag = lag_run(
+        &loop, seconds, [&] { load.start(&loop); },
+        [&] {
+          load.stop();
+          t_stop = now_ns();
+          r_stop = load.reads;
+        },
+        [&] {
+          if (t_start == 0) {
+            t_start = now_ns();
+            r_start = load.reads;
+          }
+        });
+    b.finish();
+    uv_loop_close(&loop);
+    if (load.error) fail("bare load: " + *load.error);
+    res.bkernels_per_s =
+        static_cast<double>(r_stop - r_start) * group / (static_cast<double>(t_stop - t_start) / 1e9);
+  }
+  return res;
+}
+
+Json fig4(Ctx& c) {
+  const double seconds = c.pick(3.0, 1.0, 0.3);
+  const int base = spin_iters(c);                      // ~100 us kernels
+  const int device_iters = std::max(1, base * 5);      // ~500 us: the device is the bottleneck
+  const int host_iters = std::max(1, base / 5);        // ~20 us: the host's submission rate is
+  const std::size_t groups = 64;
+  const int group = 16;
+  Json fig = make_figure("4", "Loop responsiveness: a 1 ms uv_timer's lag while the device is saturated");
+  fig["params"]["seconds"] = seconds;
+  fig["params"]["groups"] = groups;
+  fig["params"]["launches_per_read"] = group;
+  fig["params"]["in_flight_target"] = groups * (group + 1);
+  fig["params"]["spin_iters_device_bound"] = device_iters;
+  fig["params"]["spin_iters_host_bound"] = host_iters;
+  fig["params"]["kernel_us_estimate"] = c.spin_us;
+  column(fig, "uvcl", "uvcl (8 queues)");
+  column(fig, "bare", "bare event-driven loop (8 queues, callbacks + uv_async)");
+  column(fig, "idle", "idle loop, no OpenCL");
+
+  std::vector<double> idle_lag;
+  {
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    idle_lag = lag_run(&loop, seconds, {}, {});
+    uv_loop_close(&loop);
+  }
+  const LoadResult dev = load_run(c, device_iters, seconds, groups, group);
+  const LoadResult host = load_run(c, host_iters, seconds, groups, group);
+  auto rows = [&](const std::string& prefix, const std::string& what, const LoadResult& r) {
+    for (const char* pct : {"p50", "p99", "max"}) {
+      const std::string ps = pct;
+      auto val = [&](const std::vector<double>& v) {
+        return ps == "max" ? max_of(v) : percentile(v, ps == "p50" ? 50 : 99);
+      };
+      Json& row = add_row(fig, prefix + ps, what + "timer lag " + ps, "us", false);
+      row["uvcl"] = val(r.ulag);
+      row["bare"] = val(r.blag);
+      row["idle"] = val(idle_lag);
+    }
+    Json& inf = add_row(fig, prefix + "in_flight", what + "commands in flight or pending (mean over ticks)",
+                        "commands", true);
+    inf["uvcl"] = mean_of(r.inflight);
+    Json& thr = add_row(fig, prefix + "throughput", what + "kernels completed per second", "1/s", true);
+    thr["uvcl"] = r.ukernels_per_s;
+    thr["bare"] = r.bkernels_per_s;
+    Json& hold = add_row(fig, prefix + "max_engine_callback",
+                         what + "longest engine callback (including the benchmark's callbacks inside it)", "us",
+                         false);
+    hold["uvcl"] = r.probe.find("max_callback_us")->number();
+    Json& own = add_row(fig, prefix + "max_engine_only",
+                        what + "longest engine callback, minus the benchmark's callbacks run inside it (they issue the next launches and read)", "us", false);
+    own["uvcl"] = r.probe.find("max_engine_only_us")->number();
+  };
+  rows("4.", "", dev);
+  rows("4.host.", "host-bound load (20 us kernels): ", host);
+  fig["uvcl_probe"] = dev.probe;
+  fig["uvcl_probe_host_bound"] = host.probe;
+  fig["uvcl_summary"] = summary(dev.ulag);
+  fig["bare_summary"] = summary(dev.blag);
+  fig["idle_summary"] = summary(idle_lag);
+  fig["samples"]["uvcl"] = thinned(dev.ulag, 4000);
+  fig["samples"]["bare"] = thinned(dev.blag, 4000);
+  fig["samples"]["idle"] = thinned(idle_lag, 4000);
+  fig["samples"]["uvcl_host_bound"] = thinned(host.ulag, 4000);
+  fig["samples"]["bare_host_bound"] = thinned(host.blag, 4000);
+  return fig;
+}
+
+// =====================================================================
+// Figure 5: transfers
+// =====================================================================
+
+double gbps(std::size_t bytes, double us) { return static_cast<double>(bytes) / (us * 1e3); }
+
+// Runs the loop until `flag`; the time from t0 to when the callback ran.
+struct Waiter {
+  bool done = false;
+  std::uint64_t t1 = 0;
+  std::optional<std::string> error;
+  void hit(const std::optional<std::string>& err = std::nullopt) {
+    t1 = now_ns();
+    done = true;
+    if (err) error = err;
+  }
+};
+
+Json fig5(Ctx& c) {
+  const std::size_t big = c.pick<std::size_t>(256u << 20, 64u << 20, 1u << 20);
+  const std::size_t small = 4096;
+  const int reps = c.pick(5, 3, 1);
+  const int ops = c.pick(1000, 200, 10);
+  Json fig = make_figure("5", "Transfers");
+  fig["params"]["big_bytes"] = big;
+  fig["params"]["small_bytes"] = small;
+  fig["params"]["reps"] = reps;
+  fig["params"]["small_ops"] = ops;
+  column(fig, "uvcl", "uvcl (write: Copy mode; read; copy)");
+  column(fig, "uvcl_borrow", "uvcl write, Borrow mode");
+  column(fig, "bare", "bare, pinned host memory");
+  column(fig, "bare_pageable", "bare, pageable host memory");
+  column(fig, "pyopencl", "pyopencl, pinned");
+  column(fig, "pyopencl_pageable", "pyopencl, pageable");
+  const std::string big_name = std::to_string(big >> 20) + " MiB";
+
+  std::vector<unsigned char> host(big, 1), back(big, 0);
+  struct U {
+    std::vector<double> h2d_copy, h2d_borrow, d2h, d2d;
+    double small_w_seq = 0, small_wb_seq = 0, small_r_seq = 0, small_w_pipe = 0, small_r_pipe = 0, small_wb_pipe = 0;
+  } u;
+  {
+    auto eng = make_engine(c);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Buffer a = must(e.allocate(d, big), "allocate");
+    Buffer b2 = must(e.allocate(d, big), "allocate");
+    Buffer s = must(e.allocate(d, small), "allocate");
+    auto span_of = [&](std::size_t n) { return std::as_bytes(std::span(host.data(), n)); };
+    auto write_once = [&](Buffer dst, std::size_t n, uvcl::WriteMode mode) {
+      Waiter w;
+      const std::uint64_t t0 = now_ns();
+      must(e.write(dst, 0, span_of(n), mode, [&](Result<void> r) {
+        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
+      }), "write");
+      must(e.run_until([&] { return w.done; }), "run_until");
+      if (w.error) fail("write: " + *w.error);
+      return static_cast<double>(w.t1 - t0) / 1e3;
+    };
+    auto read_once = [&](Buffer src, std::size_t n) {
+      Waiter w;
+      const std::uint64_t t0 = now_ns();
+      must(e.read(src, 0, n, [&](Result<std::span<const std::byte>> r) {
+        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
+      }), "read");
+      must(e.run_until([&] { return w.done; }), "run_until");
+      if (w.error) fail("read: " + *w.error);
+      return static_cast<double>(w.t1 - t0) / 1e3;
+    };
+    auto copy_once = [&](std::size_t n) {
+      Waiter w;
+      const std::uint64_t t0 = now_ns();
+      must(e.copy(a, 0, b2, 0, n, [&](Result<void> r) {
+        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
+      }), "copy");
+      must(e.run_until([&] { return w.done; }), "run_until");
+      if (w.error) fail("copy: " + *w.error);
+      return static_cast<double>(w.t1 - t0) / 1e3;
+    };
+    for (int r = 0; r <= reps; ++r) {  // rep 0 warms up (staging blocks are created then)
+      const double wc = write_once(a, big, uvcl::WriteMode::Copy);
+      const double wb = write_once(a, big, uvcl::WriteMode::Borrow);
+      const double rd = read_once(a, big);
+      const double cp = copy_once(big);
+      if (r == 0) continue;
+      u.h2d_copy.push_back(gbps(big, wc));
+      u.h2d_borrow.push_back(gbps(big, wb));
+      u.d2h.push_back(gbps(big, rd));
+      u.d2d.push_back(gbps(big, cp));
+    }
+    auto seq = [&](auto&& op) {
+      op();
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) op();
+      return us_since(t0) / ops;
+    };
+    u.small_w_seq = seq([&] { write_once(s, small, uvcl::WriteMode::Copy); });
+    u.small_wb_seq = seq([&] { write_once(s, small, uvcl::WriteMode::Borrow); });
+    u.small_r_seq = seq([&] { read_once(s, small); });
+    {
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) must(e.write(s, 0, span_of(small), uvcl::WriteMode::Copy), "write");
+      must(e.finish(), "finish");
+      u.small_w_pipe = us_since(t0) / ops;
+    }
+    {
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) must(e.write(s, 0, span_of(small), uvcl::WriteMode::Borrow), "write");
+      must(e.finish(), "finish");
+      u.small_wb_pipe = us_since(t0) / ops;
+    }
+    {
+      int got = 0;
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) must(e.read(s, 0, small, [&](Result<std::span<const std::byte>>) { ++got; }), "read");
+      must(e.run_until([&] { return got == ops; }), "run_until");
+      u.small_r_pipe = us_since(t0) / ops;
+    }
+  }
+  struct B {
+    std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d;
+    double w_pin = 0, w_page = 0, r_pin = 0, r_page = 0, w_pin_pipe = 0, r_pin_pipe = 0;
+  } bb;
+  {
+    Bare b(*c.api, c.dev(), 1);
+    const uvcl::cl::Api& api = b.api;
+    cl_command_queue q = b.q();
+    cl_mem a = b.buffer(big), b2 = b.buffer(big), s = b.buffer(small);
+    cl_mem pin = b.buffer(big, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE);
+    cl_int rc = CL_SUCCESS;
+    void* hp = api.clEnqueueMapBuffer(q, pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, big, 0, nullptr, nullptr, &rc);
+    ck(rc, "clEnqueueMapBuffer");
+    std::memset(hp, 1, big);
+    auto timed = [&](auto&& op) {
+      const std::uint64_t t0 = now_ns();
+      op();
+      return us_since(t0);
+    };
+    for (int r = 0; r <= reps; ++r) {
+      const double wp = timed([&] { ck(api.clEnqueueWriteBuffer(q, a, CL_TRUE, 0, big, hp, 0, nullptr, nullptr), "write"); });
+      const double wg = timed([&] { ck(api.clEnqueueWriteBuffer(q, a, CL_TRUE, 0, big, host.data(), 0, nullptr, nullptr), "write"); });
+      const double rp = timed([&] { ck(api.clEnqueueReadBuffer(q, a, CL_TRUE, 0, big, hp, 0, nullptr, nullptr), "read"); });
+      const double rg = timed([&] { ck(api.clEnqueueReadBuffer(q, a, CL_TRUE, 0, big, back.data(), 0, nullptr, nullptr), "read"); });
+      const double cp = timed([&] {
+        ck(api.clEnqueueCopyBuffer(q, a, b2, 0, 0, big, 0, nullptr, nullptr), "copy");
+        ck(api.clFinish(q), "finish");
+      });
+      if (r == 0) continue;
+      bb.h2d_pin.push_back(gbps(big, wp));
+      bb.h2d_page.push_back(gbps(big, wg));
+      bb.d2h_pin.push_back(gbps(big, rp));
+      bb.d2h_page.push_back(gbps(big, rg));
+      bb.d2d.push_back(gbps(big, cp));
+    }
+    auto seq = [&](auto&& op) {
+      op();
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) op();
+      return us_since(t0) / ops;
+    };
+    bb.w_pin = seq([&] { ck(api.clEnqueueWriteBuffer(q, s, CL_TRUE, 0, small, hp, 0, nullptr, nullptr), "write"); });
+    bb.w_page = seq([&] { ck(api.clEnqueueWriteBuffer(q, s, CL_TRUE, 0, small, host.data(), 0, nullptr, nullptr), "write"); });
+    bb.r_pin = seq([&] { ck(api.clEnqueueReadBuffer(q, s, CL_TRUE, 0, small, hp, 0, nullptr, nullptr), "read"); });
+    bb.r_page = seq([&] { ck(api.clEnqueueReadBuffer(q, s, CL_TRUE, 0, small, back.data(), 0, nullptr, nullptr), "read"); });
+    {
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) ck(api.clEnqueueWriteBuffer(q, s, CL_FALSE, 0, small, hp, 0, nullptr, nullptr), "write");
+      ck(api.clFinish(q), "finish");
+      bb.w_pin_pipe = us_since(t0) / ops;
+    }
+    {
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i)
+        ck(api.clEnqueueReadBuffer(q, s, CL_FALSE, 0, small, static_cast<unsigned char*>(hp) + small * (i % 64), 0,
+                                   nullptr, nullptr),
+           "read");
+      ck(api.clFinish(q), "finish");
+      bb.r_pin_pipe = us_since(t0) / ops;
+    }
+    api.clEnqueueUnmapMemObject(q, pin, hp, 0, nullptr, nullptr);
+    b.finish();
+  }
+  Json& h2d = add_row(fig, "5.h2d", "host -> device, " + big_name, "GB/s", true);
+  h2d["uvcl"] = median(u.h2d_copy);
+  h2d["uvcl_borrow"] = median(u.h2d_borrow);
+  h2d["bare"] = median(bb.h2d_pin);
+  h2d["bare_pageable"] = median(bb.h2d_page);
+  Json& d2h = add_row(fig, "5.d2h", "device -> host, " + big_name, "GB/s", true);
+  d2h["uvcl"] = median(u.d2h);
+  d2h["bare"] = median(bb.d2h_pin);
+  d2h["bare_pageable"] = median(bb.d2h_page);
+  Json& d2d = add_row(fig, "5.d2d", "device -> device copy, " + big_name + " (bytes copied / s; traffic is 2x)",
+                      "GB/s", true);
+  d2d["uvcl"] = median(u.d2d);
+  d2d["bare"] = median(bb.d2d);
+  Json& ws = add_row(fig, "5.h2d_small", "host -> device, 4 KiB, one at a time (issue -> completion seen)", "us",
+                     false);
+  ws["uvcl"] = u.small_w_seq;
+  ws["uvcl_borrow"] = u.small_wb_seq;
+  ws["bare"] = bb.w_pin;
+  ws["bare_pageable"] = bb.w_page;
+  Json& rs = add_row(fig, "5.d2h_small", "device -> host, 4 KiB, one at a time (issue -> data on host)", "us", false);
+  rs["uvcl"] = u.small_r_seq;
+  rs["bare"] = bb.r_pin;
+  rs["bare_pageable"] = bb.r_page;
+  Json& wp = add_row(fig, "5.h2d_small_pipelined", "host -> device, 4 KiB, " + std::to_string(ops) +
+                                                      " back to back: time per transfer", "us", false);
+  wp["uvcl"] = u.small_w_pipe;
+  wp["uvcl_borrow"] = u.small_wb_pipe;
+  wp["bare"] = bb.w_pin_pipe;
+  Json& rp = add_row(fig, "5.d2h_small_pipelined", "device -> host, 4 KiB, " + std::to_string(ops) +
+                                                      " back to back: time per transfer", "us", false);
+  rp["uvcl"] = u.small_r_pipe;
+  rp["bare"] = bb.r_pin_pipe;
+  return fig;
+}
+
+// Figure 5x: a copy between two devices (staged through pinned host memory).
+Json fig5x(Ctx& c) {
+  Json fig = make_figure("5x", "Cross-device copy");
+  std::size_t other = 0;
+  if (c.opt.device2 >= 0) other = static_cast<std::size_t>(c.opt.device2);
+  else {
+    other = c.devices.size();
+    for (std::size_t i = 0; i < c.devices.size(); ++i)
+      if (i != c.opt.device) {
+        other = i;
+        break;
+      }
+  }
+  if (other >= c.devices.size() || other == c.opt.device) {
+    fig["skipped"] = "needs a second OpenCL device (PoCL: POCL_DEVICES=\"pthread pthread\")";
+    return fig;
+  }
+  const uvcl::cl::Device& da = c.dev();
+  const uvcl::cl::Device& db = c.devices[other];
+  const std::size_t bytes = c.pick<std::size_t>(256u << 20, 64u << 20, 1u << 20);
+  const int reps = c.pick(5, 3, 1);
+  fig["params"]["bytes"] = bytes;
+  fig["params"]["reps"] = reps;
+  fig["params"]["src_device"] = da.info.name + " (" + da.info.platform_name + ")";
+  fig["params"]["dst_device"] = db.info.name + " (" + db.info.platform_name + ")";
+  column(fig, "uvcl", "uvcl copy() across devices");
+  column(fig, "bare", "bare: read to pinned, then write (blocking)");
+  column(fig, "pyopencl", "pyopencl: read to pinned, then write");
+  std::vector<double> ut, bt;
+  {
+    std::vector<std::size_t> plats{da.info.platform_index};
+    if (db.info.platform_index != da.info.platform_index) plats.push_back(db.info.platform_index);
+    std::sort(plats.begin(), plats.end());
+    auto eng = make_engine(c, 8, {}, plats);
+    Engine& e = *eng;
+    // The engine lists the selected platforms' devices in the same order as
+    // the unfiltered enumeration: count the selected ones before each.
+    auto engine_index = [&](std::size_t global) {
+      std::size_t k = 0;
+      for (std::size_t j = 0; j < global; ++j)
+        if (std::find(plats.begin(), plats.end(), c.devices[j].info.platform_index) != plats.end()) ++k;
+      return k;
+    };
+    std::optional<std::size_t> ia = engine_index(c.opt.device), ib = engine_index(other);
+    if (*ia >= e.device_count() || *ib >= e.device_count() || e.device(*ia).name != da.info.name ||
+        e.device(*ib).name != db.info.name)
+      ia.reset();
+    if (!ia || !ib) fail("cross-device: devices not found in the engine");
+    Buffer a = must(e.allocate(*ia, bytes), "allocate src");
+    Buffer b = must(e.allocate(*ib, bytes), "allocate dst");
+    std::vector<unsigned char> host(bytes, 7);
+    must(e.write(a, 0, std::as_bytes(std::span(host)), uvcl::WriteMode::Borrow), "write");
+    must(e.finish(), "finish");
+    for (int r = 0; r <= reps; ++r) {
+      Waiter w;
+      const std::uint64_t t0 = now_ns();
+      must(e.copy(a, 0, b, 0, bytes, [&](Result<void> res) {
+        w.hit(res ? std::nullopt : std::optional<std::string>(res.error().to_string()));
+      }), "copy");
+      must(e.run_until([&] { return w.done; }), "run_until");
+      if (w.error) fail("cross copy: " + *w.error);
+      if (r > 0) ut.push_back(gbps(bytes, static_cast<double>(w.t1 - t0) / 1e3));
+    }
+    auto check = must(e.read_sync(b, bytes - 4, 4), "read back");
+    if (static_cast<unsigned char>(check[0]) != 7) fail("cross-device copy: wrong data");
+  }
+  {
+    Bare ba(*c.api, da, 1), bb(*c.api, db, 1);
+    cl_mem src = ba.buffer(bytes), dst = bb.buffer(bytes);
+    cl_mem pin = ba.buffer(bytes, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE);
+    cl_int rc = CL_SUCCESS;
+    void* hp = ba.api.clEnqueueMapBuffer(ba.q(), pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, bytes, 0, nullptr,
+                                         nullptr, &rc);
+    ck(rc, "clEnqueueMapBuffer");
+    std::memset(hp, 7, bytes);
+    ck(ba.api.clEnqueueWriteBuffer(ba.q(), src, CL_TRUE, 0, bytes, hp, 0, nullptr, nullptr), "write");
+    for (int r = 0; r <= reps; ++r) {
+      const std::uint64_t t0 = now_ns();
+      ck(ba.api.clEnqueueReadBuffer(ba.q(), src, CL_TRUE, 0, bytes, hp, 0, nullptr, nullptr), "read");
+      ck(bb.api.clEnqueueWriteBuffer(bb.q(), dst, CL_TRUE, 0, bytes, hp, 0, nullptr, nullptr), "write");
+      if (r > 0) bt.push_back(gbps(bytes, us_since(t0)));
+    }
+    ba.api.clEnqueueUnmapMemObject(ba.q(), pin, hp, 0, nullptr, nullptr);
+    ba.finish();
+  }
+  Json& row = add_row(fig, "5x.cross", "device " + std::to_string(c.opt.device) + " -> device " +
+                                           std::to_string(other) + ", " + std::to_string(bytes >> 20) + " MiB",
+                      "GB/s", true);
+  row["uvcl"] = median(ut);
+  row["bare"] = median(bt);
+  return fig;
+}
+
+// =====================================================================
+// Figure 6: frees in flight
+// =====================================================================
+
+Json fig6(Ctx& c) {
+  const int iters = c.pick(2000, 400, 20);
+  const int reps = c.pick(3, 2, 1);
+  const std::size_t items = 16384;
+  const std::size_t bytes = items * sizeof(float);
+  Json fig = make_figure("6", "Frees in flight: allocate -> 2 kernels -> release, per iteration");
+  fig["params"]["iterations"] = iters;
+  fig["params"]["temp_bytes"] = bytes;
+  fig["params"]["reps"] = reps;
+  column(fig, "uvcl", "uvcl");
+  column(fig, "bare", "bare");
+  column(fig, "pyopencl", "pyopencl");
+  std::vector<double> uw, un, bw, bn;
+  {
+    auto eng = make_engine(c);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Program p = must(e.compile_sync(d, kKernels), "compile");
+    Kernel produce = must(e.kernel(p, "produce"), "kernel");
+    Kernel consume = must(e.kernel(p, "consume"), "kernel");
+    std::vector<Buffer> io = zeroed_buffers(e, d, 2, bytes);
+    Launch lp, lc;
+    lp.kernel = produce;
+    lp.global = {items};
+    lc.kernel = consume;
+    lc.global = {items};
+    auto run = [&](bool frees) {
+      std::vector<Buffer> kept;
+      kept.reserve(static_cast<std::size_t>(iters));
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < iters; ++i) {
+        Buffer t = must(e.allocate(d, bytes), "allocate");
+        lp.args = {KernelArg::of(t), KernelArg::of(io[0])};
+        lc.args = {KernelArg::of(io[1]), KernelArg::of(t)};
+        must(e.launch(lp), "launch");
+        must(e.launch(lc), "launch");
+        if (frees) must(e.release(t), "release");
+        else kept.push_back(t);
+      }
+      must(e.finish(), "finish");
+      const double us = us_since(t0) / iters;
+      for (Buffer t : kept) must(e.release(t), "release");
+      must(e.finish(), "finish");
+      return us;
+    };
+    run(true);
+    for (int r = 0; r < reps; ++r) {
+      uw.push_back(run(true));
+      un.push_back(run(false));
+    }
+    fig["uvcl_live_buffers_after"] = e.stats().live_buffers;
+  }
+  {
+    Bare b(*c.api, c.dev(), 1);
+    const uvcl::cl::Api& api = b.api;
+    cl_program p = b.build(kKernels);
+    cl_kernel produce = b.kernel(p, "produce");
+    cl_kernel consume = b.kernel(p, "consume");
+    cl_mem in = b.buffer(bytes), out = b.buffer(bytes);
+    b.zero(in, bytes);
+    b.zero(out, bytes);
+    auto run = [&](bool frees) {
+      std::vector<cl_mem> kept;
+      kept.reserve(static_cast<std::size_t>(iters));
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < iters; ++i) {
+        cl_mem t = b.buffer(bytes, CL_MEM_READ_WRITE, false);
+        b.arg(produce, 0, t);
+        b.arg(produce, 1, in);
+        ck(api.clEnqueueNDRangeKernel(b.q(), produce, 1, nullptr, &items, nullptr, 0, nullptr, nullptr), "enqueue");
+        b.arg(consume, 0, out);
+        b.arg(consume, 1, t);
+        ck(api.clEnqueueNDRangeKernel(b.q(), consume, 1, nullptr, &items, nullptr, 0, nullptr, nullptr), "enqueue");
+        if (frees) api.clReleaseMemObject(t);
+        else kept.push_back(t);
+      }
+      b.finish();
+      const double us = us_since(t0) / iters;
+      for (cl_mem t : kept) api.clReleaseMemObject(t);
+      return us;
+    };
+    run(true);
+    for (int r = 0; r < reps; ++r) {
+      bw.push_back(run(true));
+      bn.push_back(run(false));
+    }
+  }
+  Json& w = add_row(fig, "6.with_frees", "per iteration, releasing the temporary each time", "us", false);
+  w["uvcl"] = median(uw);
+  w["bare"] = median(bw);
+  Json& n = add_row(fig, "6.without_frees", "per iteration, temporaries kept until the end", "us", false);
+  n["uvcl"] = median(un);
+  n["bare"] = median(bn);
+  Json& r = add_row(fig, "6.ratio", "throughput with frees / without (1.0: frees cost nothing)", "x", true);
+  r["uvcl"] = median(un) / median(uw);
+  r["bare"] = median(bn) / median(bw);
+  return fig;
+}
+
+// =====================================================================
+// Figure 7: compile, cold and warm
+// =====================================================================
+
+std::string temp_dir(const std::string& tag) {
+  std::string tmpl = (std::filesystem::temp_directory_path() / ("uvcl-bench-" + tag + "-XXXXXX")).string();
+  if (!::mkdtemp(tmpl.data())) fail("mkdtemp failed");
+  return tmpl;
+}
+
+std::size_t files_in(const std::string& dir) {
+  std::size_t n = 0;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec))
+    if (it->is_regular_file()) ++n;
+  return n;
+}
+
+// compile_sync, then the kernel, a first launch and a 4-byte read-back: the
+// build alone and the time until the program has produced a result (PoCL
+// finishes code generation at the first launch).
+struct CompileTime {
+  double build_ms = 0, ready_ms = 0;
+};
+CompileTime uvcl_compile(Engine& e, std::size_t d, const std::string& src) {
+  CompileTime t;
+  const std::uint64_t t0 = now_ns();
+  Program p = must(e.compile_sync(d, src), "compile");
+  t.build_ms = us_since(t0) / 1e3;
+  Kernel k = must(e.kernel(p, "tiny"), "kernel");
+  Buffer b = must(e.allocate(d, 256), "allocate");
+  Launch l;
+  l.kernel = k;
+  l.args = {KernelArg::of(b)};
+  l.global = {1};
+  must(e.launch(l), "launch");
+  (void)must(e.read_sync(b, 0, 4), "read");
+  t.ready_ms = us_since(t0) / 1e3;
+  must(e.release(b), "release");
+  must(e.release(k), "release");
+  must(e.release(p), "release");
+  return t;
+}
+
+CompileTime bare_compile(Bare& b, const std::string& src, const std::vector<unsigned char>* binary = nullptr) {
+  CompileTime t;
+  const std::uint64_t t0 = now_ns();
+  cl_program p = binary ? b.from_binary(*binary, false) : b.build(src, false);
+  t.build_ms = us_since(t0) / 1e3;
+  cl_int rc = CL_SUCCESS;
+  cl_kernel k = b.api.clCreateKernel(p, "tiny", &rc);
+  ck(rc, "clCreateKernel");
+  cl_mem m = b.buffer(256, CL_MEM_READ_WRITE, false);
+  b.arg(k, 0, m);
+  const std::size_t g = 1;
+  float host = 0;
+  ck(b.api.clEnqueueNDRangeKernel(b.q(), k, 1, nullptr, &g, nullptr, 0, nullptr, nullptr), "enqueue");
+  ck(b.api.clEnqueueReadBuffer(b.q(), m, CL_TRUE, 0, 4, &host, 0, nullptr, nullptr), "read");
+  t.ready_ms = us_since(t0) / 1e3;
+  b.api.clReleaseMemObject(m);
+  b.api.clReleaseKernel(k);
+  b.api.clReleaseProgram(p);
+  return t;
+}
+
+Json fig7(Ctx& c) {
+  const int cold_n = c.pick(3, 2, 1);
+  const int warm_n = c.pick(5, 3, 2);
+  Json fig = make_figure("7", "Compile: cold (unique source) and warm (same source)");
+  fig["params"]["cold_runs"] = cold_n;
+  fig["params"]["warm_runs"] = warm_n;
+  fig["params"]["source_bytes"] = compile_source().size() + 30;
+  const char* kc = std::getenv("POCL_KERNEL_CACHE");
+  fig["params"]["POCL_KERNEL_CACHE"] = kc ? kc : "(unset: on)";
+  const char* cd = std::getenv("POCL_CACHE_DIR");
+  fig["params"]["POCL_CACHE_DIR"] = cd ? cd : "(unset)";
+  column(fig, "uvcl", "uvcl, no cache_dir (driver cache only)");
+  column(fig, "uvcl_cache", "uvcl with opencl.cache_dir");
+  column(fig, "bare", "bare (source; warm: driver cache)");
+  column(fig, "bare_binary", "bare from a program binary");
+  column(fig, "pyopencl", "pyopencl (its own binary cache on)");
+  std::vector<CompileTime> ucold, uwarm, ccold, cwarm, bcold, bwarm, bbin;
+  bool cache_present = false;
+  {
+    auto eng = make_engine(c);
+    std::string src;
+    for (int i = 0; i < cold_n; ++i) ucold.push_back(uvcl_compile(*eng, c.local, src = unique_source()));
+    for (int i = 0; i < warm_n; ++i) uwarm.push_back(uvcl_compile(*eng, c.local, src));
+  }
+  {
+    const std::string dir = temp_dir("cache");
+    std::string src;
+    {
+      auto eng = make_engine(c, 8, dir);
+      for (int i = 0; i < cold_n; ++i) ccold.push_back(uvcl_compile(*eng, c.local, src = unique_source()));
+    }
+    cache_present = files_in(dir) > 0;
+    for (int i = 0; i < warm_n; ++i) {  // a fresh engine each time: a restarted process
+      auto eng = make_engine(c, 8, dir);
+      cwarm.push_back(uvcl_compile(*eng, c.local, src));
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  {
+    Bare b(*c.api, c.dev(), 1);
+    std::string src;
+    for (int i = 0; i < cold_n; ++i) bcold.push_back(bare_compile(b, src = unique_source()));
+    for (int i = 0; i < warm_n; ++i) bwarm.push_back(bare_compile(b, src));
+    cl_program p = b.build(src, false);
+    std::vector<unsigned char> bin = b.binary(p);
+    b.api.clReleaseProgram(p);
+    for (int i = 0; i < warm_n; ++i) bbin.push_back(bare_compile(b, src, &bin));
+    fig["params"]["binary_bytes"] = bin.size();
+  }
+  auto med = [](const std::vector<CompileTime>& v, bool ready) {
+    std::vector<double> x;
+    for (const CompileTime& t : v) x.push_back(ready ? t.ready_ms : t.build_ms);
+    return median(x);
+  };
+  fig["uvcl_cache_present"] = cache_present;
+  Json& cold = add_row(fig, "7.cold", "cold build (compile() until built)", "ms", false);
+  cold["uvcl"] = med(ucold, false);
+  cold["uvcl_cache"] = med(ccold, false);
+  cold["bare"] = med(bcold, false);
+  Json& warm = add_row(fig, "7.warm", "warm build (same source again)", "ms", false);
+  warm["uvcl"] = med(uwarm, false);
+  warm["uvcl_cache"] = cache_present ? Json(med(cwarm, false)) : Json();
+  warm["bare"] = med(bwarm, false);
+  warm["bare_binary"] = med(bbin, false);
+  Json& coldr = add_row(fig, "7.cold_ready", "cold: build + first launch + read-back", "ms", false);
+  coldr["uvcl"] = med(ucold, true);
+  coldr["uvcl_cache"] = med(ccold, true);
+  coldr["bare"] = med(bcold, true);
+  Json& warmr = add_row(fig, "7.warm_ready", "warm: build + first launch + read-back", "ms", false);
+  warmr["uvcl"] = med(uwarm, true);
+  warmr["uvcl_cache"] = cache_present ? Json(med(cwarm, true)) : Json();
+  warmr["bare"] = med(bwarm, true);
+  warmr["bare_binary"] = med(bbin, true);
+  Json& sp = add_row(fig, "7.speedup", "cold / warm build time", "x", true);
+  sp["uvcl"] = med(ucold, false) / med(uwarm, false);
+  sp["uvcl_cache"] = cache_present ? Json(med(ccold, false) / med(cwarm, false)) : Json();
+  sp["bare"] = med(bcold, false) / med(bwarm, false);
+  sp["bare_binary"] = med(bcold, false) / med(bbin, false);
+  Json& spr = add_row(fig, "7.speedup_ready", "cold / warm, until the first result", "x", true);
+  spr["uvcl"] = med(ucold, true) / med(uwarm, true);
+  spr["uvcl_cache"] = cache_present ? Json(med(ccold, true) / med(cwarm, true)) : Json();
+  spr["bare"] = med(bcold, true) / med(bwarm, true);
+  spr["bare_binary"] = med(bcold, true) / med(bbin, true);
+  return fig;
+}
+
+// =====================================================================
+// Figure 8: scale
+// =====================================================================
+
+Json fig8(Ctx& c) {
+  std::vector<std::size_t> lives = c.opt.smoke   ? std::vector<std::size_t>{100, 1000}
+                                   : c.opt.quick ? std::vector<std::size_t>{1000, 100000}
+                                                 : std::vector<std::size_t>{1000, 100000, 1000000};
+  const std::uint64_t launches = c.pick<std::uint64_t>(100000, 20000, 1000);
+  const std::uint64_t in_flight = c.pick<std::uint64_t>(100000, 20000, 1000);
+  const std::uint64_t growth = c.opt.growth ? c.opt.growth : c.pick<std::uint64_t>(10000000, 1000000, 20000);
+  const std::size_t used = c.opt.smoke ? 64 : 1024;
+  const std::size_t bytes = 64;
+  Json fig = make_figure("8", "Scale: live buffers, engine memory, no growth");
+  fig["params"]["buffer_bytes"] = bytes;
+  fig["params"]["launches"] = launches;
+  fig["params"]["buffers_used_by_launches"] = used;
+  fig["params"]["in_flight_commands"] = in_flight;
+  fig["params"]["growth_launches"] = growth;
+  column(fig, "uvcl", "uvcl");
+  column(fig, "bare", "bare (with event)");
+  Json per_launch_u = Json::array(), per_launch_b = Json::array();
+  double u_first = 0, u_last = 0;
+  for (std::size_t live : lives) {
+    double u_alloc = 0, u_submit = 0, u_total = 0, u_bytes = 0, b_alloc = 0, b_submit = 0, b_bytes = 0;
+    {
+      auto eng = make_engine(c);
+      Engine& e = *eng;
+      const std::size_t d = c.local;
+      Program p = must(e.compile_sync(d, kKernels), "compile");
+      Kernel k = must(e.kernel(p, "tiny"), "kernel");
+      std::vector<Buffer> bufs;
+      bufs.reserve(live);
+      ::malloc_trim(0);  // freed memory of earlier runs must not hide this one's
+      const std::uint64_t r0 = rss_bytes();
+      const std::uint64_t t0 = now_ns();
+      for (std::size_t i = 0; i < live; ++i) bufs.push_back(must(e.allocate(d, bytes), "allocate"));
+      u_alloc = us_since(t0) / static_cast<double>(live);
+      u_bytes = static_cast<double>(rss_bytes() - r0) / static_cast<double>(live);
+      const std::size_t stride = live / used;
+      Launch l;
+      l.kernel = k;
+      l.args = {KernelArg::of(bufs[0])};
+      l.global = {1};
+      auto run = [&](std::uint64_t n) {
+        const std::uint64_t s0 = now_ns();
+        for (std::uint64_t i = 0; i < n; ++i) {
+          l.args[0].buffer = bufs[(i % used) * stride];
+          if (auto r = e.launch(l); !r) fail("launch: " + r.error().to_string());
+        }
+        const double submit = us_since(s0) / static_cast<double>(n);
+        must(e.finish(), "finish");
+        return std::pair{submit, us_since(s0) / static_cast<double>(n)};
+      };
+      run(std::min<std::uint64_t>(launches, 2000));
+      std::vector<double> subs, tots;
+      for (int r = 0; r < 2; ++r) {
+        auto [s, t] = run(launches);
+        subs.push_back(s);
+        tots.push_back(t);
+      }
+      u_submit = min_of(subs);
+      u_total = min_of(tots);
+    }
+    {
+      Bare b(*c.api, c.dev(), 1);
+      const uvcl::cl::Api& api = b.api;
+      cl_program p = b.build(kKernels);
+      cl_kernel k = b.kernel(p, "tiny");
+      std::vector<cl_mem> bufs;
+      bufs.reserve(live);
+      ::malloc_trim(0);
+      const std::uint64_t r0 = rss_bytes();
+      const std::uint64_t t0 = now_ns();
+      for (std::size_t i = 0; i < live; ++i) bufs.push_back(b.buffer(bytes, CL_MEM_READ_WRITE, false));
+      b_alloc = us_since(t0) / static_cast<double>(live);
+      b_bytes = static_cast<double>(rss_bytes() - r0) / static_cast<double>(live);
+      const std::size_t stride = live / used;
+      const std::size_t g = 1;
+      auto run = [&](std::uint64_t n) {
+        const std::uint64_t s0 = now_ns();
+        for (std::uint64_t i = 0; i < n; ++i) {
+          b.arg(k, 0, bufs[(i % used) * stride]);
+          cl_event ev = nullptr;
+          ck(api.clEnqueueNDRangeKernel(b.q(), k, 1, nullptr, &g, nullptr, 0, nullptr, &ev), "enqueue");
+          api.clReleaseEvent(ev);
+        }
+        const double submit = us_since(s0) / static_cast<double>(n);
+        b.finish();
+        return submit;
+      };
+      run(std::min<std::uint64_t>(launches, 2000));
+      b_submit = std::min(run(launches), run(launches));
+      for (cl_mem m : bufs) api.clReleaseMemObject(m);
+    }
+    if (live == lives.front()) u_first = u_submit;
+    u_last = u_submit;
+    Json& r = add_row(fig, "8.launch_" + std::to_string(live), "host time per launch with " + std::to_string(live) +
+                                                                   " live buffers", "us", false);
+    r["uvcl"] = u_submit;
+    r["bare"] = b_submit;
+    Json& t = add_row(fig, "8.total_" + std::to_string(live), "wall time per launch until complete, " +
+                                                                  std::to_string(live) + " live buffers", "us", false);
+    t["uvcl"] = u_total;
+    Json& a = add_row(fig, "8.alloc_" + std::to_string(live), "allocate one " + std::to_string(bytes) +
+                                                                  "-byte buffer (" + std::to_string(live) + " live)",
+                      "us", false);
+    a["uvcl"] = u_alloc;
+    a["bare"] = b_alloc;
+    if (live == lives.back()) {
+      Json& m = add_row(fig, "8.bytes_per_buffer", "RSS per live buffer (" + std::to_string(live) + " buffers)",
+                        "bytes", false);
+      m["uvcl"] = u_bytes;
+      m["bare"] = b_bytes;
+    }
+  }
+  Json& flat = add_row(fig, "8.flatness", "per-launch cost, most live buffers / fewest", "x", false);
+  flat["uvcl"] = u_last / u_first;
+
+  // Memory per in-flight command: commands submitted, their completions not
+  // yet collected (the loop does not run), against a bare queue holding the
+  // same number of events.
+  {
+    double u_cmd = 0, b_cmd = 0;
+    {
+      auto eng = make_engine(c);
+      Engine& e = *eng;
+      const std::size_t d = c.local;
+      Program p = must(e.compile_sync(d, kKernels), "compile");
+      Kernel k = must(e.kernel(p, "tiny"), "kernel");
+      std::vector<Buffer> bufs = zeroed_buffers(e, d, used, bytes);
+      Launch l;
+      l.kernel = k;
+      l.args = {KernelArg::of(bufs[0])};
+      l.global = {1};
+      // A fresh engine's first round: its tables grow to hold them all.
+      ::malloc_trim(0);
+      const std::uint64_t r0 = rss_bytes();
+      for (std::uint64_t i = 0; i < in_flight; ++i) {
+        l.args[0].buffer = bufs[i % used];
+        must(e.launch(l), "launch");
+      }
+      u_cmd = (static_cast<double>(rss_bytes()) - static_cast<double>(r0)) / static_cast<double>(in_flight);
+      must(e.finish(), "finish");
+    }
+    {
+      Bare b(*c.api, c.dev(), 1);
+      cl_program p = b.build(kKernels);
+      cl_kernel k = b.kernel(p, "tiny");
+      std::vector<cl_mem> bufs;
+      for (std::size_t i = 0; i < used; ++i) bufs.push_back(b.buffer(bytes));
+      std::vector<cl_event> events;
+      events.reserve(in_flight);
+      ::malloc_trim(0);
+      const std::size_t g = 1;
+      ::malloc_trim(0);
+      const std::uint64_t r0 = rss_bytes();
+      for (std::uint64_t i = 0; i < in_flight; ++i) {
+        b.arg(k, 0, bufs[i % used]);
+        cl_event ev = nullptr;
+        ck(b.api.clEnqueueNDRangeKernel(b.q(), k, 1, nullptr, &g, nullptr, 0, nullptr, &ev), "enqueue");
+        events.push_back(ev);
+      }
+      b_cmd = (static_cast<double>(rss_bytes()) - static_cast<double>(r0)) / static_cast<double>(in_flight);
+      b.finish();
+      for (cl_event ev : events) b.api.clReleaseEvent(ev);
+    }
+    Json& m = add_row(fig, "8.bytes_per_command", "RSS per in-flight command (" + std::to_string(in_flight) +
+                                                      " in flight; bare holds their events)", "bytes", false);
+    m["uvcl"] = u_cmd;
+    m["bare"] = b_cmd;
+  }
+
+  // Growth: `growth` launches with the loop collecting completions; RSS
+  // after 100k launches against RSS at the end.
+  {
+    auto eng = make_engine(c);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Program p = must(e.compile_sync(d, kKernels), "compile");
+    Kernel k = must(e.kernel(p, "tiny"), "kernel");
+    std::vector<Buffer> bufs = zeroed_buffers(e, d, used, bytes);
+    Launch l;
+    l.kernel = k;
+    l.args = {KernelArg::of(bufs[0])};
+    l.global = {1};
+    const std::uint64_t batch = std::min<std::uint64_t>(10000, growth);
+    const std::uint64_t mark = std::min<std::uint64_t>(100000, growth);
+    std::uint64_t done = 0;
+    double rss_mark = 0, rss_end = 0;
+    Json curve = Json::array();
+    const std::uint64_t t0 = now_ns();
+    std::uint64_t next_sample = mark;
+    while (done < growth) {
+      const std::uint64_t n = std::min(batch, growth - done);
+      for (std::uint64_t i = 0; i < n; ++i) {
+        l.args[0].buffer = bufs[(done + i) % used];
+        if (auto r = e.launch(l); !r) fail("launch: " + r.error().to_string());
+      }
+      done += n;
+      must(e.run_until([&] {
+        const uvcl::EngineStats s = e.stats();
+        return s.in_flight + s.pending < 2 * batch;
+      }), "run_until");
+      if (done >= next_sample || done == growth) {
+        must(e.finish(), "finish");
+        ::malloc_trim(0);
+        const double rss = static_cast<double>(rss_bytes());
+        if (done == mark) rss_mark = rss;
+        Json pt = Json::object();
+        pt["launches"] = done;
+        pt["rss_mib"] = rss / (1 << 20);
+        pt["seconds"] = static_cast<double>(now_ns() - t0) / 1e9;
+        curve.push(std::move(pt));
+        next_sample = next_sample * 2 > growth && next_sample < growth ? growth : next_sample * 2;
+      }
+    }
+    must(e.finish(), "finish");
+    ::malloc_trim(0);
+    rss_end = static_cast<double>(rss_bytes());
+    fig["growth_curve"] = std::move(curve);
+    Json& g = add_row(fig, "8.rss_growth", "RSS after " + std::to_string(growth) + " launches / after " +
+                                               std::to_string(mark), "x", false);
+    g["uvcl"] = rss_end / rss_mark;
+    Json& gm = add_row(fig, "8.rss_delta", "RSS growth from launch " + std::to_string(mark) + " to " +
+                                               std::to_string(growth), "MiB", false);
+    gm["uvcl"] = (rss_end - rss_mark) / (1 << 20);
+    Json& rate = add_row(fig, "8.growth_rate", "sustained launches per second (loop collecting)", "1/s", true);
+    rate["uvcl"] = static_cast<double>(growth) / (static_cast<double>(now_ns() - t0) / 1e9);
+  }
+  return fig;
+}
+
+// =====================================================================
+// Figure 9: idle cost
+// =====================================================================
+
+struct IdleResult {
+  double cpu_ms_per_s = 0, thread_cpu_ms_per_s = 0, iterations_per_s = 0, seconds = 0;
+};
+
+// Runs `loop` for `seconds` with nothing but a 1 s repeating timer of ours
+// (and whatever else is on the loop), measuring process CPU time.
+IdleResult idle_run(uv_loop_t* loop, double seconds) {
+  struct State {
+    uv_timer_t timer{};
+    uv_check_t check{};
+    int ticks = 0, target = 0;
+    std::uint64_t iterations = 0;
+  } st;
+  st.target = std::max(1, static_cast<int>(seconds));
+  const std::uint64_t period = seconds < 1 ? static_cast<std::uint64_t>(seconds * 1000) : 1000;
+  uv_timer_init(loop, &st.timer);
+  uv_check_init(loop, &st.check);
+  st.timer.data = &st;
+  st.check.data = &st;
+  uv_check_start(&st.check, [](uv_check_t* h) { ++static_cast<State*>(h->data)->iterations; });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&st.check));
+  uv_timer_start(&st.timer, [](uv_timer_t* h) {
+    auto* s = static_cast<State*>(h->data);
+    if (++s->ticks >= s->target) {
+      uv_close(reinterpret_cast<uv_handle_t*>(&s->timer), nullptr);
+      uv_close(reinterpret_cast<uv_handle_t*>(&s->check), nullptr);
+    }
+  }, period, period);
+  const double cpu0 = cpu_seconds();
+  const double tcpu0 = cpu_seconds(RUSAGE_THREAD);
+  const std::uint64_t t0 = now_ns();
+  uv_run(loop, UV_RUN_DEFAULT);
+  IdleResult r;
+  r.seconds = static_cast<double>(now_ns() - t0) / 1e9;
+  r.cpu_ms_per_s = (cpu_seconds() - cpu0) * 1e3 / r.seconds;
+  r.thread_cpu_ms_per_s = (cpu_seconds(RUSAGE_THREAD) - tcpu0) * 1e3 / r.seconds;
+  r.iterations_per_s = static_cast<double>(st.iterations) / r.seconds;
+  return r;
+}
+
+Json fig9(Ctx& c) {
+  const double seconds = c.opt.idle_s > 0 ? c.opt.idle_s : c.pick(10.0, 2.0, 0.3);
+  Json fig = make_figure("9", "Idle cost: CPU used while uv_run runs with the engine idle");
+  fig["params"]["seconds"] = seconds;
+  column(fig, "uvcl", "uvcl engine, idle, on its loop");
+  column(fig, "bare", "bare context, idle, plain loop");
+  IdleResult u, b;
+  std::uint64_t wakeups = 0;
+  {
+    auto eng = make_engine(c);
+    Engine& e = *eng;
+    const std::size_t d = c.local;
+    Program p = must(e.compile_sync(d, kKernels), "compile");
+    Kernel k = must(e.kernel(p, "tiny"), "kernel");
+    Buffer buf = zeroed_buffers(e, d, 1, 256)[0];
+    Launch l;
+    l.kernel = k;
+    l.args = {KernelArg::of(buf)};
+    l.global = {1};
+    for (int i = 0; i < 1000; ++i) must(e.launch(l), "launch");
+    (void)must(e.read_sync(buf, 0, 4), "read");
+    must(e.finish(), "finish");
+    Probe::attach(e.loop());
+    Probe::reset();
+    u = idle_run(e.loop(), seconds);
+    wakeups = Probe::wakeups();
+    Probe::detach();
+  }
+  {
+    Bare bare(*c.api, c.dev(), 8);
+    cl_program p = bare.build(kKernels);
+    cl_kernel k = bare.kernel(p, "tiny");
+    cl_mem m = bare.buffer(256);
+    bare.zero(m, 256);
+    const std::size_t g = 1;
+    bare.arg(k, 0, m);
+    for (int i = 0; i < 1000; ++i)
+      ck(bare.api.clEnqueueNDRangeKernel(bare.q(), k, 1, nullptr, &g, nullptr, 0, nullptr, nullptr), "enqueue");
+    bare.finish();
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    b = idle_run(&loop, seconds);
+    uv_loop_close(&loop);
+  }
+  Json& cpu = add_row(fig, "9.cpu", "process CPU time per second of idle loop", "ms/s", false);
+  cpu["uvcl"] = u.cpu_ms_per_s;
+  cpu["bare"] = b.cpu_ms_per_s;
+  Json& tc = add_row(fig, "9.loop_thread_cpu", "loop thread's own CPU time per second (the rest is driver threads)",
+                     "ms/s", false);
+  tc["uvcl"] = u.thread_cpu_ms_per_s;
+  tc["bare"] = b.thread_cpu_ms_per_s;
+  Json& it = add_row(fig, "9.iterations", "loop iterations per second", "1/s", false);
+  it["uvcl"] = u.iterations_per_s;
+  it["bare"] = b.iterations_per_s;
+  Json& w = add_row(fig, "9.wakeups", "engine callbacks (poll timer + async) per second", "1/s", false);
+  w["uvcl"] = static_cast<double>(wakeups) / u.seconds;
+  return fig;
+}
+
+// =====================================================================
+// Figure 10: loop stall during a compile
+// =====================================================================
+
+struct StallResult {
+  double compile_call_us = 0, kernel_call_us = 0, build_ms = 0, ready_ms = 0;
+  double max_callback_us = 0, max_hold_us = 0, lag_max_us = 0, lag_p99_us = 0;
+  Json probe;
+};
+
+// On the engine's loop, from a timer callback: compile(); on built, kernel(),
+// a launch and a 4-byte read; the phase ends with the data.
+StallResult stall_phase(Engine& e, std::size_t d, const std::string& src) {
+  Probe::attach(e.loop());
+  Probe::reset();
+  StallResult r;
+  LagMeter meter;
+  meter.start(e.loop());
+  Timed go;
+  std::optional<std::string> error;
+  std::uint64_t t0 = 0;
+  Program prog;
+  Buffer buf = must(e.allocate(d, 256), "allocate");
+  auto finish = [&] { meter.stop(); };
+  Timed::schedule(e.loop(), go, 20, [&] {
+    t0 = now_ns();
+    auto p = Probe::call("compile", [&] {
+      return e.compile(d, src, "", [&](Result<void> built) {
+        r.build_ms = us_since(t0) / 1e3;
+        if (!built) {
+          error = built.error().to_string();
+          finish();
+          return;
+        }
+        const std::uint64_t k0 = now_ns();
+        auto k = Probe::call("kernel", [&] { return e.kernel(prog, "tiny"); });
+        r.kernel_call_us = us_since(k0);
+        if (!k) {
+          error = k.error().to_string();
+          finish();
+          return;
+        }
+        Launch l;
+        l.kernel = k.value();
+        l.args = {KernelArg::of(buf)};
+        l.global = {1};
+        auto lr = Probe::call("launch", [&] { return e.launch(l); });
+        auto rr = Probe::call("read", [&] {
+          return e.read(buf, 0, 4, [&](Result<std::span<const std::byte>> data) {
+            r.ready_ms = us_since(t0) / 1e3;
+            if (!data) error = data.error().to_string();
+            finish();
+          });
+        });
+        if (!lr || !rr) {
+          error = "launch/read failed";
+          finish();
+        }
+      });
+    });
+    r.compile_call_us = us_since(t0);
+    if (!p) {
+      error = p.error().to_string();
+      finish();
+      return;
+    }
+    prog = p.value();
+  });
+  uv_run(e.loop(), UV_RUN_DEFAULT);
+  if (error) fail("stall phase: " + *error);
+  r.max_callback_us = Probe::max_callback_us();
+  r.max_hold_us = Probe::max_us();
+  r.lag_max_us = max_of(meter.lag_us);
+  r.lag_p99_us = percentile(meter.lag_us, 99);
+  r.probe = Probe::json();
+  Probe::detach();
+  must(e.release(buf), "release");
+  return r;
+}
+
+Json fig10(Ctx& c) {
+  Json fig = make_figure("10", "Loop stall during a compile: the longest time the loop is held by one engine call");
+  column(fig, "uvcl", "uvcl, no cache_dir");
+  column(fig, "uvcl_cache", "uvcl with opencl.cache_dir (warm: binary from the cache)");
+  column(fig, "bare", "bare clBuildProgram (blocking)");
+  StallResult ucold, uwarm, ccold, cwarm;
+  bool cached = false;
+  {
+    auto eng = make_engine(c);
+    const std::string src = unique_source();
+    ucold = stall_phase(*eng, c.local, src);
+    uwarm = stall_phase(*eng, c.local, src);
+  }
+  {
+    const std::string dir = temp_dir("stall");
+    const std::string src = unique_source();
+    {
+      auto eng = make_engine(c, 8, dir);
+      ccold = stall_phase(*eng, c.local, src);
+    }
+    cached = files_in(dir) > 0;
+    {
+      auto eng = make_engine(c, 8, dir);
+      cwarm = stall_phase(*eng, c.local, src);
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  double bcold = 0, bwarm = 0;
+  {
+    Bare b(*c.api, c.dev(), 1);
+    const std::string src = unique_source();
+    std::uint64_t t0 = now_ns();
+    b.build(src, true);
+    bcold = us_since(t0);
+    t0 = now_ns();
+    b.build(src, true);
+    bwarm = us_since(t0);
+  }
+  fig["uvcl_cache_present"] = cached;
+  auto rows = [&](const char* phase, const StallResult& u, const StallResult& cc, double bare_us) {
+    const std::string p = phase;
+    Json& call = add_row(fig, "10." + p + ".compile_call", p + ": time inside compile() (loop blocked)", "ms", false);
+    call["uvcl"] = u.compile_call_us / 1e3;
+    call["uvcl_cache"] = cc.compile_call_us / 1e3;
+    call["bare"] = bare_us / 1e3;
+    Json& hold = add_row(fig, "10." + p + ".max_hold",
+                         p + ": longest single engine call or callback on the loop (compile .. first result)", "ms",
+                         false);
+    hold["uvcl"] = u.max_hold_us / 1e3;
+    hold["uvcl_cache"] = cc.max_hold_us / 1e3;
+    hold["bare"] = bare_us / 1e3;
+    Json& cb = add_row(fig, "10." + p + ".max_callback", p + ": longest engine loop callback (prepare/timer/async)",
+                       "ms", false);
+    cb["uvcl"] = u.max_callback_us / 1e3;
+    cb["uvcl_cache"] = cc.max_callback_us / 1e3;
+    Json& lag = add_row(fig, "10." + p + ".lag_max", p + ": 1 ms timer's worst lag", "ms", false);
+    lag["uvcl"] = u.lag_max_us / 1e3;
+    lag["uvcl_cache"] = cc.lag_max_us / 1e3;
+    Json& ready = add_row(fig, "10." + p + ".ready", p + ": compile() to the first read-back", "ms", false);
+    ready["uvcl"] = u.ready_ms;
+    ready["uvcl_cache"] = cc.ready_ms;
+    Json& kc = add_row(fig, "10." + p + ".kernel_call", p + ": time inside kernel()", "us", false);
+    kc["uvcl"] = u.kernel_call_us;
+    kc["uvcl_cache"] = cc.kernel_call_us;
+  };
+  rows("cold", ucold, ccold, bcold);
+  rows("warm", uwarm, cwarm, bwarm);
+  fig["probe"]["uvcl_cold"] = ucold.probe;
+  fig["probe"]["uvcl_warm"] = uwarm.probe;
+  fig["probe"]["cache_cold"] = ccold.probe;
+  fig["probe"]["cache_warm"] = cwarm.probe;
+  return fig;
+}
+
+// --- main ----------------------------------------------------------------------
+
+// The first three fields of /proc/loadavg: other work on the machine shows here.
+std::string loadavg() {
+  std::ifstream f("/proc/loadavg");
+  std::string a, b, c;
+  f >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto pos = line.find(':');
+      return pos == std::string::npos ? line : line.substr(pos + 2);
+    }
+  return "unknown";
+}
+
+Json meta(const Ctx& c) {
+  Json m = Json::object();
+  m["tool"] = "uvcl_bench";
+  m["uvcl_version"] = UVCL_BENCH_VERSION;
+  m["command"] = c.opt.argv;
+  char date[64];
+  const std::time_t t = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  m["date"] = date;
+  m["mode"] = c.opt.smoke ? "smoke" : c.opt.quick ? "quick" : "full";
+  m["cpu_model"] = cpu_model();
+  m["logical_cpus"] = static_cast<long>(::sysconf(_SC_NPROCESSORS_ONLN));
+  utsname u{};
+  if (::uname(&u) == 0) m["kernel"] = std::string(u.sysname) + " " + u.release + " " + u.machine;
+  m["memory_gib"] = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE)) /
+                    (1024.0 * 1024 * 1024);
+  m["opencl_library"] = c.api->library_path;
+  m["loadavg_start"] = loadavg();
+  errno = 0;
+  const int niceness = ::getpriority(PRIO_PROCESS, 0);
+  if (errno == 0) m["nice"] = niceness;
+  const uvcl::DeviceInfo& d = c.dev().info;
+  Json dev = Json::object();
+  dev["index"] = c.opt.device;
+  dev["name"] = d.name;
+  dev["vendor"] = d.vendor;
+  dev["type"] = uvcl::device_type_name(d.type);
+  dev["platform"] = d.platform_name;
+  dev["platform_version"] = d.platform_version;
+  dev["driver_version"] = d.driver_version;
+  dev["device_version"] = d.device_version;
+  dev["opencl_c_version"] = d.opencl_c_version;
+  dev["compute_units"] = d.compute_units;
+  dev["global_memory_gib"] = static_cast<double>(d.global_memory) / (1024.0 * 1024 * 1024);
+  dev["max_work_group_size"] = d.max_work_group_size;
+  m["device"] = std::move(dev);
+  Json all = Json::array();
+  for (const auto& x : c.devices) all.push(std::to_string(x.info.index) + ": " + x.info.name + " [" + x.info.platform_name + "]");
+  m["devices"] = std::move(all);
+  Json env = Json::object();
+  for (const char* k : {"POCL_DEVICES", "POCL_MAX_PTHREAD_COUNT", "POCL_CACHE_DIR", "POCL_KERNEL_CACHE", "OCL_ICD_VENDORS"})
+    if (const char* v = std::getenv(k)) env[k] = v;
+  m["env"] = std::move(env);
+  return m;
+}
+
+void usage() {
+  std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
+               "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
+               "                  [--spin-iters N]\n"
+               "figures: 1 2 3 4 5 5x 6 7 8 9 10 (default: all; 5x only with a second device)\n";
+}
+
+int run(int argc, char** argv) {
+  Ctx c;
+  for (int i = 0; i < argc; ++i) {
+    if (i > 0) c.opt.argv += ' ';
+    c.opt.argv += argv[i];
+  }
+  auto value = [&](int& i) -> std::string {
+    if (i + 1 >= argc) {
+      usage();
+      std::exit(2);
+    }
+    return argv[++i];
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--json") c.opt.json_path = value(i);
+    else if (a == "--quick") c.opt.quick = true;
+    else if (a == "--smoke") c.opt.smoke = true;
+    else if (a == "--list-devices") c.opt.list = true;
+    else if (a == "--figure") {
+      std::stringstream ss(value(i));
+      std::string f;
+      while (std::getline(ss, f, ',')) c.opt.figures.push_back(f);
+    } else if (a == "--device") c.opt.device = std::stoul(value(i));
+    else if (a == "--device2") c.opt.device2 = std::stol(value(i));
+    else if (a == "--launches") c.opt.launches = std::stoull(value(i));
+    else if (a == "--growth-launches") c.opt.growth = std::stoull(value(i));
+    else if (a == "--idle-seconds") c.opt.idle_s = std::stod(value(i));
+    else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
+    else if (a == "-h" || a == "--help") {
+      usage();
+      return 0;
+    } else {
+      std::cerr << "uvcl_bench: unknown argument " << a << "\n";
+      usage();
+      return 2;
+    }
+  }
+  if (c.opt.smoke) c.opt.quick = true;
+
+  auto lib = uvcl::cl::Library::open("");
+  if (!lib) {
+    std::cerr << "uvcl_bench: " << lib.error().to_string() << "\n";
+    return 1;
+  }
+  c.lib = std::move(lib.value());
+  c.api = &c.lib->api();
+  auto devs = uvcl::cl::enumerate_devices(*c.api, std::nullopt, false);
+  if (!devs) {
+    std::cerr << "uvcl_bench: " << devs.error().to_string() << "\n";
+    return 1;
+  }
+  c.devices = std::move(devs.value());
+  std::cerr << "uvcl_bench: OpenCL devices (" << c.api->library_path << "):\n";
+  for (const auto& d : c.devices)
+    std::cerr << "  --device " << d.info.index << ": " << d.info.name << " [" << d.info.platform_name << "; "
+              << uvcl::device_type_name(d.info.type) << "; driver " << d.info.driver_version << "]\n";
+  if (c.opt.list) return 0;
+  if (c.devices.empty()) {
+    std::cerr << "uvcl_bench: no OpenCL device\n";
+    return 1;
+  }
+  if (c.opt.device >= c.devices.size()) {
+    std::cerr << "uvcl_bench: --device " << c.opt.device << " out of range\n";
+    return 2;
+  }
+  for (std::size_t i = 0; i < c.opt.device; ++i)
+    if (c.devices[i].info.platform_index == c.dev().info.platform_index) ++c.local;
+  std::cerr << "uvcl_bench: benchmarking device " << c.opt.device << ": " << c.dev().info.name << " ("
+            << (c.opt.smoke ? "smoke" : c.opt.quick ? "quick" : "full") << ")\n";
+
+  struct Fig {
+    const char* id;
+    Json (*fn)(Ctx&);
+  };
+  const Fig all[] = {{"1", fig1}, {"2", fig2}, {"3", fig3}, {"4", fig4}, {"5", fig5}, {"5x", fig5x},
+                     {"6", fig6}, {"7", fig7}, {"8", fig8}, {"9", fig9}, {"10", fig10}};
+  std::vector<std::string> wanted = c.opt.figures;
+  if (wanted.empty())
+    for (const Fig& f : all) wanted.push_back(f.id);
+  for (const std::string& w : wanted)
+    if (std::none_of(std::begin(all), std::end(all), [&](const Fig& f) { return w == f.id; })) {
+      std::cerr << "uvcl_bench: unknown figure " << w << "\n";
+      usage();
+      return 2;
+    }
+
+  Json out = Json::object();
+  out["meta"] = meta(c);
+  out["figures"] = Json::object();
+  int errors = 0;
+  const std::uint64_t start = now_ns();
+  auto save = [&] {
+    if (c.opt.json_path.empty()) return;
+    out["meta"]["elapsed_s"] = static_cast<double>(now_ns() - start) / 1e9;
+    out["meta"]["loadavg_end"] = loadavg();
+    std::ofstream f(c.opt.json_path);
+    f << out.dump();
+    if (!f) std::cerr << "uvcl_bench: cannot write " << c.opt.json_path << "\n";
+  };
+  for (const Fig& f : all) {
+    if (std::find(wanted.begin(), wanted.end(), f.id) == wanted.end()) continue;
+    const std::uint64_t t0 = now_ns();
+    const std::string load0 = loadavg();
+    std::cout << "figure " << f.id << " ..." << std::endl;
+    Json result;
+    try {
+      result = f.fn(c);
+    } catch (const std::exception& e) {
+      result = make_figure(f.id, "failed");
+      result["error"] = e.what();
+      ++errors;
+      std::cerr << "uvcl_bench: figure " << f.id << " failed: " << e.what() << "\n";
+    }
+    const double secs = static_cast<double>(now_ns() - t0) / 1e9;
+    result["seconds"] = secs;
+    result["loadavg_start"] = load0;
+    result["loadavg_end"] = loadavg();
+    print_figure(result);
+    if (const Json* skipped = result.find("skipped")) std::cout << "  skipped: " << skipped->str() << "\n";
+    std::cout << "figure " << f.id << " done in " << secs << " s" << std::endl;
+    out["figures"][f.id] = std::move(result);
+    save();
+  }
+  save();
+  std::cout << "uvcl_bench: " << (errors ? std::to_string(errors) + " figure(s) failed" : "all figures done") << " in "
+            << static_cast<double>(now_ns() - start) / 1e9 << " s" << std::endl;
+  return errors ? 1 : 0;
+}
+
+}  // namespace
+}  // namespace bench
+
+int main(int argc, char** argv) { return bench::run(argc, argv); }

@@ -1,0 +1,139 @@
+#!/usr/bin/env python3
+"""uvcl tune and uvcl run's progress line, end to end.
+
+usage: cli_test.py UVCL SAXPY_JOB
+"""
+import json
+import os
+import pty
+import re
+import select
+import subprocess
+import sys
+import tempfile
+import time
+
+UVCL, SAXPY = sys.argv[1], sys.argv[2]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def run(*args):
+    return subprocess.run([UVCL, *args], capture_output=True, text=True, timeout=120)
+
+
+# --- uvcl tune ------------------------------------------------------------
+
+cands = ["16", "32", "48", "64", "4096", "8x8", "256"]
+p = run("tune", SAXPY, "--launch", "0", "--local", ",".join(cands), "--reps", "3")
+check(p.returncode == 0, f"tune exit {p.returncode}: {p.stderr}")
+lines = p.stdout.splitlines()
+print(p.stdout)
+check(len(lines) == 3 + len(cands), f"tune prints a title, a column line, {len(cands)} rows and the fastest")
+if len(lines) == 3 + len(cands):
+    check(lines[0].startswith("launch 0 (kernel saxpy), global 1024, device 0 ("), f"title: {lines[0]!r}")
+    check("1 warm-up + 3 timed runs per local size" in lines[0], f"title: {lines[0]!r}")
+    check(lines[1].split() == ["local", "median_ns", "min_ns", "max_ns"], f"columns: {lines[1]!r}")
+    medians = {}
+    for cand, line in zip(cands, lines[2:-1]):
+        fields = line.split()
+        check(fields[0] == cand, f"row order: {line!r} for {cand}")
+        if cand in ("48", "4096", "8x8"):
+            check(len(fields) > 1 and fields[1] == "skipped:", f"{cand} is skipped: {line!r}")
+        else:
+            check(len(fields) == 4 and all(f.isdigit() for f in fields[1:]), f"{cand} has numbers: {line!r}")
+            if len(fields) == 4 and all(f.isdigit() for f in fields[1:]):
+                med, lo, hi = map(int, fields[1:])
+                check(lo <= med <= hi, f"min <= median <= max: {line!r}")
+                medians[cand] = med
+    check("not a multiple of the local size 48" in lines[4], f"48's reason: {lines[4]!r}")
+    check("8x8 has 2 axes, the launch has 1" in lines[7], f"8x8's reason: {lines[7]!r}")
+    m = re.fullmatch(r"fastest: (\S+) \(median (\d+) ns\)", lines[-1])
+    check(m is not None, f"fastest line: {lines[-1]!r}")
+    if m and medians:
+        check(m.group(1) in medians and int(m.group(2)) == min(medians.values()),
+              f"fastest is the lowest median: {lines[-1]!r} of {medians}")
+
+# No candidate works: exit 1, nothing on stdout, the reasons on stderr.
+p = run("tune", SAXPY, "--local", "48,4096")
+check(p.returncode == 1, f"all rejected: exit {p.returncode}")
+check(p.stdout == "", f"all rejected: stdout {p.stdout!r}")
+check(p.stderr.startswith("uvcl: error: InvalidArgument: launches[0] (kernel saxpy): tune: no local size candidate"),
+      f"all rejected: stderr {p.stderr!r}")
+check("\n  48: " in p.stderr and "\n  4096: " in p.stderr, f"all rejected lists each: {p.stderr!r}")
+
+# Usage and argument errors.
+p = run("tune", SAXPY, "--launch", "3")
+check(p.returncode == 1 and "--launch 3: " in p.stderr and "has 1 launches" in p.stderr, f"--launch 3: {p.stderr!r}")
+p = run("tune", SAXPY, "--local", "16,abc")
+check(p.returncode == 1 and 'candidate "abc"' in p.stderr, f"--local abc: {p.stderr!r}")
+p = run("tune", SAXPY, "--reps", "0")
+check(p.returncode == 1 and "--reps" in p.stderr, f"--reps 0: {p.stderr!r}")
+p = run("tune")
+check(p.returncode == 2, f"tune without a job: exit {p.returncode}")
+p = run("--help")
+check("uvcl tune JOB.json" in p.stdout, "usage names tune")
+
+# --- uvcl run: progress only on a terminal -----------------------------------
+
+with tempfile.TemporaryDirectory() as d:
+    job = {
+        "buffers": {"y": {"type": "float", "count": 256, "init": {"fill": 1.0}}},
+        "kernels": {"spin": {"source": "kernel void spin(global float* y, const int n) { size_t i = get_global_id(0);"
+                                       " float v = y[i]; for (int k = 0; k < n; ++k) v = v * 0.999f + 0.001f;"
+                                       " y[i] = v; }"}},
+        "launches": [{"kernel": "spin", "args": ["y", {"int": 200000}], "global": [256], "repeat": 40}],
+        "outputs": ["y"],
+    }
+    path = os.path.join(d, "slow.json")
+    with open(path, "w") as f:
+        json.dump(job, f)
+
+    # stderr is a pipe: no progress at all.
+    p = run("run", path)
+    check(p.returncode == 0, f"run exit {p.returncode}: {p.stderr}")
+    check(p.stderr == "", f"no progress when stderr is not a terminal: {p.stderr!r}")
+    check(json.loads(p.stdout)["stats"]["launches"] == 40, "run's stats")
+
+    # stderr is a terminal: a progress line, redrawn in place, cleared at the end.
+    master, slave = pty.openpty()
+    t0 = time.monotonic()
+    proc = subprocess.Popen([UVCL, "run", path], stdout=subprocess.PIPE, stderr=slave, text=False)
+    os.close(slave)
+    seen = b""
+    while True:
+        r, _, _ = select.select([master], [], [], 0.2)
+        if r:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        elif proc.poll() is not None:
+            break
+    out = proc.stdout.read()
+    proc.wait()
+    os.close(master)
+    elapsed = time.monotonic() - t0
+    check(proc.returncode == 0, f"run on a terminal: exit {proc.returncode}")
+    check(json.loads(out)["stats"]["launches"] == 40, "stdout is untouched by the progress line")
+    draws = re.findall(rb"\r\x1b\[Kuvcl: launches (\d+)/40 \(\d+%\), [\d.]+/s", seen)
+    print(f"progress: {len(draws)} redraws in {elapsed:.1f} s")
+    if elapsed > 1.5:
+        check(len(draws) >= 1, f"a progress line on a terminal: {seen[:200]!r}")
+    check(len(draws) <= elapsed * 10 + 2, f"at most ~10 redraws a second: {len(draws)} in {elapsed:.1f} s")
+    check(all(int(a) <= int(b) for a, b in zip(draws, draws[1:])), "progress never goes back")
+    if draws:
+        check(seen.endswith(b"\r\x1b[K"), f"the line is cleared at the end: {seen[-40:]!r}")
+
+if failures:
+    print(f"{len(failures)} failure(s)", file=sys.stderr)
+    sys.exit(1)
+print("ok")

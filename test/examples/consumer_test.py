@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Builds and runs examples/consumer — a separate Meson project that uses uvcl
+as a subproject — in a temporary directory, offline.
+
+The consumer is copied to TMP/consumer and the uvcl source tree is placed at
+TMP/consumer/subprojects/uvcl (a symlink to this repository), next to the
+consumer's own subprojects/uvcl.wrap, whose [provide] section maps
+dependency('uvcl') to the subproject. Meson uses the existing directory and
+never downloads (--wrap-mode=nodownload).
+
+Checks: the consumer configures and builds; uvcl built as a subproject
+defines no test, tool, example or benchmark target; the consumer's main.cpp
+carries the README's example verbatim; the program runs and prints
+"consumer: ok"; no compiler warning in the consumer's own code.
+
+Usage: consumer_test.py --source-root DIR [--meson CMD] [--ninja CMD]
+                        [--buildtype T] [--keep]"""
+import argparse
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+
+class Stop(Exception):
+    """A step failed; later steps cannot run."""
+
+
+def run(cmd, **kw):
+    t = time.monotonic()
+    p = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    dt = time.monotonic() - t
+    print(f"$ {' '.join(cmd)}  ({dt:.1f} s, exit {p.returncode})")
+    return p
+
+
+def readme_block(source_root):
+    text = open(os.path.join(source_root, "README.md")).read()
+    m = re.search(r"^## In C\+\+.*?```cpp\n(.*?)```", text, re.S | re.M)
+    if not m:
+        return None
+    return [l.strip() for l in m.group(1).splitlines() if l.strip() and not l.startswith("#include")]
+
+
+def main_block(main_cpp):
+    text = open(main_cpp).read()
+    m = re.search(r"// --- README example begins ---\n(.*?)\n\s*// --- README example ends ---", text, re.S)
+    if not m:
+        return None
+    return [l.strip() for l in m.group(1).splitlines() if l.strip()]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--source-root", required=True)
+    ap.add_argument("--meson", default="meson")
+    ap.add_argument("--ninja", default="ninja")
+    ap.add_argument("--buildtype", default="plain")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    src = os.path.realpath(a.source_root)
+    meson = shlex.split(a.meson)
+    ninja = shlex.split(a.ninja)
+    failures = []
+
+    # The README's example is what main.cpp runs.
+    want = readme_block(src)
+    have = main_block(os.path.join(src, "examples", "consumer", "main.cpp"))
+    if want is None:
+        failures.append("README.md: no ```cpp block under '## In C++'")
+    elif have is None:
+        failures.append("examples/consumer/main.cpp: README example markers missing")
+    elif want != have:
+        failures.append("examples/consumer/main.cpp does not carry the README's example verbatim; "
+                        "copy README.md's '## In C++' block between the markers")
+
+    tmp = tempfile.mkdtemp(prefix="uvcl-consumer-")
+    try:
+        proj = os.path.join(tmp, "consumer")
+        shutil.copytree(os.path.join(src, "examples", "consumer"), proj,
+                        ignore=shutil.ignore_patterns("build*", "uvcl"))
+        os.symlink(src, os.path.join(proj, "subprojects", "uvcl"))
+        build = os.path.join(tmp, "build")
+        env = dict(os.environ)
+        env.pop("MESON_TESTTHREADS", None)
+        p = run(meson + ["setup", build, proj, "--wrap-mode=nodownload", "--force-fallback-for=uvcl",
+                         f"--buildtype={a.buildtype}"], env=env)
+        if p.returncode != 0:
+            print(p.stdout[-6000:], p.stderr[-6000:])
+            failures.append("meson setup of the consumer failed")
+            raise Stop()
+        if "uvcl" not in p.stdout or "Subproject uvcl" not in p.stdout:
+            print(p.stdout[-3000:])
+            failures.append("meson setup did not configure uvcl as a subproject")
+
+        intro = run(meson + ["introspect", "--targets", build])
+        targets = {t["name"] for t in json.loads(intro.stdout)} if intro.returncode == 0 else set()
+        print("targets:", " ".join(sorted(targets)))
+        extra = targets - {"uvcl", "consumer"}
+        if "uvcl" not in targets or "consumer" not in targets or extra:
+            failures.append(f"unexpected targets for a consumer build: {sorted(targets)} "
+                            "(uvcl's tests, tools, examples and benchmarks must be off as a subproject)")
+
+        p = run(ninja + ["-C", build], env=env)
+        out = p.stdout + p.stderr
+        if p.returncode != 0:
+            print(out[-8000:])
+            failures.append("building the consumer failed")
+            raise Stop()
+        warnings = [l for l in out.splitlines() if "warning:" in l]
+        own = [l for l in warnings if "main.cpp" in l and "subprojects" not in l]
+        for l in warnings:
+            print("  " + l)
+        if own:
+            failures.append(f"{len(own)} compiler warnings in the consumer's main.cpp")
+        if len(warnings) > len(own):
+            print(f"note: {len(warnings) - len(own)} compiler warnings in uvcl built as a subproject")
+
+        exe = os.path.join(build, "consumer")
+        p = run([exe], env=env, timeout=120)
+        sys.stdout.write(p.stdout)
+        sys.stderr.write(p.stderr)
+        if p.returncode != 0 or "consumer: ok" not in p.stdout:
+            failures.append(f"the consumer program failed (exit {p.returncode})")
+        if "x[0] = 2" not in p.stdout:
+            failures.append("the README example's callback did not print x[0] = 2")
+    except Stop:
+        pass
+    finally:
+        if a.keep:
+            print("kept", tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    for f in failures:
+        print("consumer_test: FAIL:", f, file=sys.stderr)
+    if not failures:
+        print("consumer_test: ok")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Installs the current build into a temporary DESTDIR and checks it.
+
+`meson install --no-rebuild --destdir TMP` of the build under test, then:
+the public headers (include/uvcl/*.hpp), the shared library, the `uvcl`
+program (when tools are built) and uvcl.pc are installed; uvcl.pc names
+libuv; a tiny program compiled with `pkg-config --cflags --libs uvcl`
+(PKG_CONFIG_PATH pointing into TMP, prefix redefined to TMP's) links and
+runs a kernel.
+
+Usage: install_test.py --build-root DIR --source-root DIR [--meson CMD]
+                       [--cxx CMD] [--tools] [--keep]"""
+import argparse
+import glob
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+PROGRAM = r"""
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include <uvcl/engine.hpp>
+
+int main() {
+  auto engine = uvcl::Engine::create(uvcl::Config{});
+  if (!engine) { std::fprintf(stderr, "%s\n", engine.error().to_string().c_str()); return 1; }
+  uvcl::Engine& e = *engine.value();
+  auto p = e.compile_sync(0, "__kernel void iota(__global uint* x) { x[get_global_id(0)] = get_global_id(0) * 3u; }");
+  if (!p) { std::fprintf(stderr, "%s\n", p.error().to_string().c_str()); return 1; }
+  auto k = e.kernel(p.value(), "iota");
+  auto b = e.allocate(0, 256 * sizeof(unsigned));
+  if (!k || !b) return 1;
+  if (!e.launch({k.value(), {uvcl::KernelArg::of(b.value())}, {256}, {}, 0})) return 1;
+  auto r = e.read_sync(b.value(), 0, 256 * sizeof(unsigned));
+  if (!r) { std::fprintf(stderr, "%s\n", r.error().to_string().c_str()); return 1; }
+  std::vector<unsigned> v(256);
+  std::memcpy(v.data(), r->data(), r->size());
+  for (unsigned i = 0; i < 256; ++i)
+    if (v[i] != i * 3u) { std::fprintf(stderr, "x[%u] = %u\n", i, v[i]); return 1; }
+  std::printf("installed uvcl: ok (%zu devices)\n", e.device_count());
+  return 0;
+}
+"""
+
+
+def run(cmd, **kw):
+    print("$", " ".join(cmd))
+    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build-root", required=True)
+    ap.add_argument("--source-root", required=True)
+    ap.add_argument("--meson", default="meson")
+    ap.add_argument("--cxx", default="c++")
+    ap.add_argument("--tools", action="store_true")
+    ap.add_argument("--keep", action="store_true")
+    a = ap.parse_args()
+    failures = []
+
+    def check(cond, what):
+        print(("ok:   " if cond else "FAIL: ") + what)
+        if not cond:
+            failures.append(what)
+        return cond
+
+    tmp = tempfile.mkdtemp(prefix="uvcl-install-")
+    dest = os.path.join(tmp, "dest")
+    try:
+        p = run(shlex.split(a.meson) + ["install", "-C", a.build_root, "--no-rebuild", "--destdir", dest])
+        if not check(p.returncode == 0, "meson install --destdir succeeds"):
+            print(p.stdout[-4000:], p.stderr[-4000:])
+            return 1
+
+        files = [os.path.relpath(f, dest) for f in glob.glob(os.path.join(dest, "**"), recursive=True)
+                 if os.path.isfile(f) or os.path.islink(f)]
+        for f in sorted(files):
+            print("  installed:", "/" + f)
+
+        def find(pattern):
+            return [f for f in files if re.search(pattern, f)]
+
+        headers = sorted(os.path.basename(h) for h in glob.glob(os.path.join(a.source_root, "include", "uvcl", "*.hpp")))
+        for h in headers:
+            check(find(r"(^|/)include/uvcl/" + re.escape(h) + "$"), f"header include/uvcl/{h}")
+        check(find(r"(^|/)lib[^/]*/(.*/)?libuvcl\.so"), "shared library libuvcl.so*")
+        if a.tools:
+            check(find(r"(^|/)bin/uvcl$"), "the uvcl program (bin/uvcl)")
+        pcs = find(r"/pkgconfig/uvcl\.pc$")
+        if not check(bool(pcs), "pkg-config file uvcl.pc"):
+            return 1
+        pc_path = os.path.join(dest, pcs[0])
+        pc = open(pc_path).read()
+        check(re.search(r"^Requires:.*\blibuv\b", pc, re.M) is not None, "uvcl.pc requires libuv")
+        check(not re.search(r"^Libs:.*-lOpenCL", pc, re.M), "uvcl.pc does not link -lOpenCL (it is loaded at run time)")
+        prefix = re.search(r"^prefix=(.*)$", pc, re.M).group(1).strip()
+
+        # Compile and run a tiny program against the installed tree.
+        env = dict(os.environ)
+        env["PKG_CONFIG_PATH"] = os.path.dirname(pc_path) + os.pathsep + env.get("PKG_CONFIG_PATH", "")
+        flags = run(["pkg-config", "--define-variable=prefix=" + dest + prefix, "--cflags", "--libs", "uvcl"], env=env)
+        if not check(flags.returncode == 0, "pkg-config --cflags --libs uvcl"):
+            print(flags.stderr)
+            return 1
+        print("  flags:", flags.stdout.strip())
+        check(dest in flags.stdout, "pkg-config points into the installed tree")
+        libdirs = [f[2:] for f in shlex.split(flags.stdout) if f.startswith("-L")]
+        src = os.path.join(tmp, "hello.cpp")
+        exe = os.path.join(tmp, "hello")
+        open(src, "w").write(PROGRAM)
+        rpath = [f"-Wl,-rpath,{d}" for d in libdirs]
+        c = run(shlex.split(a.cxx) + ["-std=c++20", "-Wall", "-Wextra", "-Wpedantic", src, "-o", exe]
+                + shlex.split(flags.stdout) + rpath, env=env)
+        if not check(c.returncode == 0, "a program compiles and links against the installed uvcl"):
+            print(c.stdout, c.stderr)
+            return 1
+        check("warning:" not in c.stderr, "no warnings from the installed headers")
+        ldd = run(["ldd", exe])
+        check(any(dest in l for l in ldd.stdout.splitlines() if "libuvcl" in l), "it loads the installed libuvcl")
+        r = run([exe], timeout=120)
+        sys.stdout.write(r.stdout)
+        sys.stderr.write(r.stderr)
+        check(r.returncode == 0 and "installed uvcl: ok" in r.stdout, "the program runs a kernel")
+    finally:
+        if a.keep:
+            print("kept", tmp)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("install_test:", "ok" if not failures else f"{len(failures)} failures")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+// The standard workload without faults: every OpenCL object the engine
+// creates is released by the time it is destroyed, and the loop closes.
+#include "harness.hpp"
+
+namespace uvcl::faults::counting_test {
+namespace {
+
+TEST(Counting, StandardWorkloadReleasesEverything) {
+  ASSERT_TRUE(shim_ok());
+  const LiveSnapshot live;
+  WorkloadOptions o;
+  const double t0 = now_s();
+  Outcome r = run_workload(o);
+  const double t1 = now_s();
+  ASSERT_TRUE(r.created) << r.all_errors();
+  EXPECT_TRUE(r.errors.empty()) << r.all_errors();
+  EXPECT_TRUE(r.hangs.empty()) << ::testing::PrintToString(r.hangs);
+  for (unsigned s = 0; s < r.streams.size(); ++s) {
+    EXPECT_TRUE(r.streams[s].read_ok) << "stream " << s;
+    EXPECT_TRUE(r.streams[s].correct) << "stream " << s;
+    EXPECT_EQ(r.streams[s].callbacks, 1) << "stream " << s;
+  }
+  EXPECT_TRUE(r.recovered) << r.recovery_error;
+  EXPECT_TRUE(r.went_idle);
+  EXPECT_EQ(r.loop_close_rc, 0) << "uv_loop_close: a handle was left open";
+  EXPECT_EQ(r.live_after, 0) << "live OpenCL objects after the engine was destroyed";
+  for (const char* kind : {"context", "queue", "mem", "program", "kernel", "event"})
+    EXPECT_EQ(live.delta(kind), 0) << kind;
+  EXPECT_EQ(r.anomalies, 0) << r.anomaly_log;
+  EXPECT_GT(r.queues_used, 1u) << "200 launches over 8 independent streams used one queue";
+  RecordProperty("queues_used", static_cast<int>(r.queues_used));
+  std::printf("standard workload: %.0f ms, %u compute queues used\n", (t1 - t0) * 1e3, r.queues_used);
+}
+
+// Objects are counted while the engine lives: one context, ten queues, the
+// program and kernel, three buffers per stream plus staging.
+TEST(Counting, LiveObjectsWhileRunning) {
+  ASSERT_TRUE(shim_ok());
+  const LiveSnapshot live;
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config()).ok());
+  Engine& e = *le.engine;
+  EXPECT_EQ(live.delta("context"), 1);
+  EXPECT_EQ(live.delta("queue"), 10);
+  auto p = e.compile_sync(0, kSource);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto k = e.kernel(*p, "advance");
+  ASSERT_TRUE(k.ok());
+  EXPECT_EQ(live.delta("program"), 1);
+  EXPECT_EQ(live.delta("kernel"), 1);
+  auto b = e.allocate(0, 4096);
+  ASSERT_TRUE(b.ok());
+  const int mems = shim().live("mem");
+  EXPECT_GE(mems, 1);
+  ASSERT_TRUE(e.release(*b).ok());
+  EXPECT_EQ(shim().live("mem"), mems - 1) << "an unused buffer is freed at once";
+  ASSERT_TRUE(e.release(*k).ok());
+  ASSERT_TRUE(e.release(*p).ok());
+  EXPECT_EQ(live.delta("kernel"), 0);
+  EXPECT_EQ(live.delta("program"), 0);
+  EXPECT_EQ(le.destroy(), 0);
+  EXPECT_EQ(live.delta("all"), 0);
+}
+
+}  // namespace
+}  // namespace uvcl::faults::counting_test

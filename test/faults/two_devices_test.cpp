@@ -1,0 +1,197 @@
+// Cross-device copies (staged through pinned memory, completed through a
+// user event of the destination context) under faults. Needs two devices:
+// run by the faults-2dev test entry with POCL_DEVICES="pthread pthread"
+// (skipped with one device).
+#include "harness.hpp"
+
+namespace uvcl::faults::two_devices_test {
+namespace {
+
+struct CrossOutcome {
+  bool copy_done_once = false;
+  int copy_callbacks = 0;
+  std::optional<Error> copy_error;
+  bool read_ok = false, correct = false;
+  int read_callbacks = 0;
+  std::vector<std::string> errors;
+  std::string hang;
+};
+
+// dev0: write src; copy src -> dst on dev1; launch on dev1 (dst -> out);
+// read out. With a fault the result is exact or an error, never wrong.
+CrossOutcome cross_job(Engine& e, Kernel k1, std::size_t n) {
+  CrossOutcome r;
+  e.set_error_listener([&](const Error& err) { r.errors.push_back("listener: " + err.to_string()); });
+  std::vector<std::uint32_t> host(n);
+  for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<std::uint32_t>(i * 13 + 5);
+  auto src = e.allocate(0, n * 4);
+  auto dst = e.allocate(1, n * 4);
+  auto out = e.allocate(1, n * 4);
+  if (!src || !dst || !out) {
+    r.errors.push_back("allocate failed");
+    return r;
+  }
+  std::vector<std::uint32_t> got;
+  bool step_ok = true;
+  auto note = [&](const Error& err) {
+    r.errors.push_back(err.to_string());
+    step_ok = false;
+  };
+  if (auto w = e.write(*src, 0, std::as_bytes(std::span<const std::uint32_t>(host))); !w) note(w.error());
+  if (step_ok) {
+    auto c = e.copy(*src, 0, *dst, 0, n * 4, [&](Result<void> res) {
+      ++r.copy_callbacks;
+      if (!res) {
+        r.copy_error = res.error();
+        r.errors.push_back(res.error().to_string());
+      }
+    });
+    if (!c) note(c.error());
+  }
+  const bool copy_accepted = step_ok;
+  if (step_ok) {
+    Launch l{k1,
+             {KernelArg::of(*dst), KernelArg::of(*out), KernelArg::value<std::uint32_t>(2),
+              KernelArg::value<std::uint32_t>(0), KernelArg::value<std::uint32_t>(static_cast<std::uint32_t>(n))},
+             {n},
+             {64}};
+    if (auto rr = e.launch(l); !rr) note(rr.error());
+  }
+  bool read_issued = false;
+  if (step_ok) {
+    auto rd = e.read(*out, 0, n * 4, [&](Result<std::span<const std::byte>> d) {
+      ++r.read_callbacks;
+      if (!d) {
+        r.errors.push_back(d.error().to_string());
+        return;
+      }
+      r.read_ok = true;
+      got.resize(n);
+      std::memcpy(got.data(), d->data(), n * 4);
+    });
+    if (!rd) note(rd.error());
+    else read_issued = true;
+  }
+  for (Buffer b : {*src, *dst, *out}) (void)e.release(b);
+  auto callbacks_done = [&] {
+    return (!read_issued || r.read_callbacks > 0) && (!copy_accepted || r.copy_callbacks > 0);
+  };
+  // The copy and read take ~0.2 s on PoCL; 5 s is a hang.
+  r.hang = run_for(e, callbacks_done, 5);
+  if (!r.hang.empty()) {
+    // Found a hang: complete the user events the engine left open so that
+    // the callbacks (which point into this frame) run before it returns and
+    // the engine can still be destroyed (its teardown clFinish would block).
+    const int rescued = shim().rescue_user_events(CL_OUT_OF_RESOURCES);
+    std::printf("hang; the shim completed %d user event(s) the engine left open\n", rescued);
+    (void)run_for(e, callbacks_done, 10);
+  }
+  bool drained = false;
+  e.drain([&](Result<void> d) {
+    drained = true;
+    if (!d) r.errors.push_back(d.error().to_string());
+  });
+  if (std::string w = run_for(e, [&] { return drained; }, 10); !w.empty()) r.hang += " drain: " + w;
+  if (r.read_ok) {
+    r.correct = true;
+    for (std::size_t i = 0; i < n; ++i)
+      if (got[i] != host[i] * 2 + i) {
+        r.correct = false;
+        break;
+      }
+  }
+  r.copy_done_once = r.copy_callbacks == (copy_accepted ? 1 : 0);
+  e.set_error_listener({});
+  return r;
+}
+
+struct CrossCase {
+  const char* spec;
+  const char* name_a;  // the error must name one of these
+  const char* name_b;
+};
+
+void PrintTo(const CrossCase& c, std::ostream* os) { *os << c.spec; }
+
+class TwoDevices : public ::testing::TestWithParam<CrossCase> {};
+
+TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
+  ASSERT_TRUE(shim_ok());
+  const CrossCase& c = GetParam();
+  Watchdog wd(std::string("cross-device copy, fault ") + c.spec, 90);
+  shim().reset_faults();
+  const int live0 = shim().live("all");
+  const int anomalies0 = shim().anomalies();
+  {
+    LoopEngine le;
+    ASSERT_TRUE(le.create(shim_config(4)).ok());
+    Engine& e = *le.engine;
+    if (e.device_count() < 2) {
+      EXPECT_EQ(le.destroy(), 0);
+      GTEST_SKIP() << "needs two devices (POCL_DEVICES=\"pthread pthread\")";
+    }
+    auto p1 = e.compile_sync(1, kSource);
+    ASSERT_TRUE(p1.ok()) << p1.error().to_string();
+    auto k1 = e.kernel(*p1, "advance");
+    ASSERT_TRUE(k1.ok());
+    const std::size_t n = (std::size_t{10} << 20) / 4;  // 10 MiB: three 4 MiB chunks
+    if (*c.spec != '\0') shim().set_fault(c.spec);
+    CrossOutcome r = cross_job(e, *k1, n);
+    const int fired = shim().fired();
+    shim().reset_faults();
+    EXPECT_EQ(r.hang, "") << "errors:\n" << ::testing::PrintToString(r.errors);
+
+    EXPECT_FALSE(r.read_ok && !r.correct) << "the read-back after the cross-device copy is WRONG";
+    EXPECT_TRUE(r.copy_done_once) << "copy callback ran " << r.copy_callbacks << " times";
+    EXPECT_LE(r.read_callbacks, 1);
+    if (*c.spec == '\0') {
+      EXPECT_TRUE(r.correct) << ::testing::PrintToString(r.errors);
+      EXPECT_TRUE(r.errors.empty()) << ::testing::PrintToString(r.errors);
+    } else {
+      if (fired == 0) std::printf("%s: not reached (the copy made no such call)\n", c.spec);
+      if (fired > 0 && !r.correct) {
+        bool named = false;
+        for (const std::string& err : r.errors)
+          named = named || err.find(c.name_a) != std::string::npos || err.find(c.name_b) != std::string::npos;
+        EXPECT_TRUE(named) << "no error names " << c.name_a << " or " << c.name_b << ": "
+                           << ::testing::PrintToString(r.errors);
+      }
+    }
+    // The engine still copies across devices afterwards.
+    CrossOutcome again = cross_job(e, *k1, n);
+    EXPECT_TRUE(again.correct) << "cross-device copy after the fault: " << again.hang << " "
+                               << ::testing::PrintToString(again.errors);
+    (void)e.release(*k1);
+    (void)e.release(*p1);
+    EXPECT_EQ(le.destroy(), 0);
+  }
+  EXPECT_EQ(shim().live("all") - live0, 0) << "mem " << shim().live("mem") << " event " << shim().live("event");
+  EXPECT_EQ(shim().anomalies() - anomalies0, 0) << shim().anomaly_log();
+}
+
+std::string cross_name(const ::testing::TestParamInfo<CrossCase>& info) {
+  std::string s = *info.param.spec ? info.param.spec : "no_fault";
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Faults, TwoDevices,
+    ::testing::Values(CrossCase{"", "", ""},
+                      CrossCase{"clCreateUserEvent:1:CL_OUT_OF_RESOURCES", "clCreateUserEvent", "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"clSetUserEventStatus:1:CL_OUT_OF_RESOURCES", "clSetUserEventStatus",
+                                "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"clRetainEvent:1:CL_OUT_OF_HOST_MEMORY", "clRetainEvent", "CL_OUT_OF_HOST_MEMORY"},
+                      CrossCase{"clEnqueueReadBuffer:2:CL_OUT_OF_RESOURCES", "clEnqueueReadBuffer", "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"clEnqueueWriteBuffer:3:CL_OUT_OF_RESOURCES", "clEnqueueWriteBuffer", "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"event:clEnqueueReadBuffer:2:CL_OUT_OF_RESOURCES", "clEnqueueReadBuffer",
+                                "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"event:clEnqueueWriteBuffer:3:CL_OUT_OF_RESOURCES", "clEnqueueWriteBuffer",
+                                "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"clSetEventCallback:2:CL_OUT_OF_HOST_MEMORY", "clSetEventCallback",
+                                "CL_OUT_OF_HOST_MEMORY"}),
+    cross_name);
+
+}  // namespace
+}  // namespace uvcl::faults::two_devices_test

@@ -1,0 +1,496 @@
+// uvcl serve: an HTTP/1.1 front end to the engine, on ONE libuv loop.
+//
+// The engine and the HTTP server share the loop this command runs. Jobs are
+// started with job::run_job (asynchronous) and answered from its callback:
+// nothing here waits for a device, so a slow job delays no other client.
+// docs/serve.md has the endpoints, limits, status codes and metrics.
+#include <sys/stat.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+
+#include <uv.h>
+
+#include "cl/devices.hpp"
+#include "cli.hpp"
+#include "engine/job_runner.hpp"
+#include "http/server.hpp"
+#include "json/job.hpp"
+#include "uvcl/engine.hpp"
+
+namespace uvcl::cli {
+namespace {
+
+constexpr std::uint64_t kLagPeriodMs = 10;
+
+struct ServeOptions {
+  std::string host = "127.0.0.1";
+  int port = 7070;
+  std::string token;  // empty: no authentication
+  http::Limits limits;
+  std::size_t max_jobs = 16;
+  std::uint64_t max_buffer_bytes = 256ull << 20;
+  std::uint64_t max_launches = 10'000;
+};
+
+Error usage_error(std::string message) { return Error{Status::InvalidArgument, std::move(message)}; }
+
+// A count, optionally with a binary suffix (k, M, G: 1024-based).
+Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v, bool suffixes, std::uint64_t min) {
+  std::size_t digits = 0;
+  while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
+  std::uint64_t mult = 1;
+  const std::string rest = v.substr(digits);
+  if (suffixes && !rest.empty()) {
+    if (rest == "k" || rest == "K" || rest == "KiB") mult = 1ull << 10;
+    else if (rest == "m" || rest == "M" || rest == "MiB") mult = 1ull << 20;
+    else if (rest == "g" || rest == "G" || rest == "GiB") mult = 1ull << 30;
+    else mult = 0;
+  } else if (!rest.empty()) {
+    mult = 0;
+  }
+  if (digits == 0 || digits > 12 || mult == 0)
+    return usage_error(flag + ": expected " + (suffixes ? "a byte count (e.g. 8388608 or 8M)" : "an integer") +
+                       ", got '" + v + "'");
+  const std::uint64_t n = std::stoull(v.substr(0, digits)) * mult;
+  if (n < min) return usage_error(flag + ": must be at least " + std::to_string(min) + ", got '" + v + "'");
+  return n;
+}
+
+Result<std::string> read_token(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return Error{Status::Io, "--token-file: cannot read " + path};
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string t = ss.str();
+  while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
+  if (t.empty()) return usage_error("--token-file: " + path + " is empty");
+  for (char c : t)
+    if (c < 0x21 || c > 0x7e)
+      return usage_error("--token-file: the token must be printable ASCII without spaces (one line)");
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && (st.st_mode & 077) != 0)
+    std::fprintf(stderr, "uvcl serve: warning: %s is readable by other users\n", path.c_str());
+  return t;
+}
+
+Result<ServeOptions> parse_options(const Args& a) {
+  ServeOptions o;
+  if (!a.listen.empty()) {
+    const std::string& l = a.listen;
+    const auto colon = l.rfind(':');
+    if (colon == std::string::npos) return usage_error("--listen: expected HOST:PORT, got '" + l + "'");
+    std::string host = l.substr(0, colon);
+    if (host.size() >= 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+    else if (host.find(':') != std::string::npos)
+      return usage_error("--listen: write an IPv6 address in brackets: [::1]:7070");
+    if (host.empty() || host == "localhost") host = "127.0.0.1";
+    auto port = parse_number("--listen", l.substr(colon + 1), false, 0);
+    if (!port) return std::move(port).error();
+    if (*port > 65535) return usage_error("--listen: port " + std::to_string(*port) + " out of range");
+    o.host = host;
+    o.port = static_cast<int>(*port);
+  }
+  if (!a.token_file.empty()) {
+    auto t = read_token(a.token_file);
+    if (!t) return std::move(t).error();
+    o.token = std::move(t.value());
+  }
+  struct Limit {
+    const char* flag;
+    bool bytes;
+    std::uint64_t min;
+    std::uint64_t* out;
+  };
+  std::uint64_t max_body = o.limits.max_body_bytes, max_header = o.limits.max_header_bytes,
+                max_conn = o.limits.max_connections, max_jobs = o.max_jobs;
+  const Limit limits[] = {
+      {"--max-body", true, 1, &max_body},
+      {"--max-header", true, 256, &max_header},
+      {"--max-buffer-bytes", true, 0, &o.max_buffer_bytes},
+      {"--max-launches", false, 0, &o.max_launches},
+      {"--max-jobs", false, 1, &max_jobs},
+      {"--max-connections", false, 1, &max_conn},
+      {"--idle-timeout-ms", false, 1, &o.limits.idle_timeout_ms},
+      {"--request-timeout-ms", false, 1, &o.limits.request_timeout_ms},
+  };
+  for (const Limit& l : limits) {
+    auto it = a.values.find(l.flag);
+    if (it == a.values.end()) continue;
+    auto n = parse_number(l.flag, it->second, l.bytes, l.min);
+    if (!n) return std::move(n).error();
+    *l.out = *n;
+  }
+  if (max_header > (1u << 30)) return usage_error("--max-header: at most 1G");
+  o.limits.max_body_bytes = max_body;
+  o.limits.max_header_bytes = max_header;
+  o.limits.max_connections = max_conn;
+  o.max_jobs = max_jobs;
+  return o;
+}
+
+bool is_loopback(const std::string& host) { return host.rfind("127.", 0) == 0 || host == "::1"; }
+
+// The HTTP status for an error of a job that parsed (422: the job is
+// well-formed but cannot run as written) — docs/serve.md.
+int status_for_run_error(Status s) {
+  switch (s) {
+    case Status::InvalidJob:
+    case Status::InvalidArgument:
+    case Status::IncorrectKernelArg:
+    case Status::KernelCompilation:
+    case Status::KernelLaunch:
+    case Status::MemoryAllocation:
+      return 422;
+    case Status::DeviceLost:
+    case Status::Cancelled:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help, double value) {
+  char num[64];
+  std::snprintf(num, sizeof num, "%.9g", value);
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " + num +
+         "\n";
+}
+
+void metric(std::string& out, const char* name, const char* type, const char* help, std::uint64_t value) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n" + name + " " +
+         std::to_string(value) + "\n";
+}
+
+class App {
+ public:
+  App(uv_loop_t* loop, ServeOptions options)
+      : loop_(loop),
+        opts_(std::move(options)),
+        server_(loop, opts_.limits, [this](http::Request req, http::Responder r) { handle(std::move(req), r); }) {}
+
+  Result<void> start(const Config& config);
+  // After uv_run returned: destroys the engine and lets every handle close.
+  void finish();
+
+ private:
+  void handle(http::Request req, http::Responder r);
+  void run(http::Request& req, http::Responder r);
+  void job_done(const http::Responder& r, Result<job::RunResult> result);
+  void answer(const http::Responder& r, http::Response resp);
+  std::string devices_json() const;
+  std::string metrics() const;
+
+  static void on_lag_timer(uv_timer_t* t);
+  static void on_signal(uv_signal_t* s, int signum);
+  void begin_stop();
+  void maybe_stopped();
+  void close_handles();
+
+  uv_loop_t* loop_;
+  ServeOptions opts_;
+  http::Server server_;
+  uv_timer_t lag_timer_{};
+  uv_signal_t sigint_{}, sigterm_{};
+  bool lag_open_ = false, sigint_open_ = false, sigterm_open_ = false;
+  bool stopping_ = false, server_closed_ = false, handles_closed_ = false;
+  std::uint64_t jobs_started_ = 0, jobs_succeeded_ = 0, jobs_failed_ = 0;
+  std::uint64_t jobs_invalid_ = 0, jobs_busy_ = 0, responses_dropped_ = 0;
+  std::size_t jobs_running_ = 0;
+  std::uint64_t last_tick_ns_ = 0, lag_last_ns_ = 0, lag_max_ns_ = 0;
+  // Last: destroyed first, while everything its callbacks touch still lives.
+  std::unique_ptr<Engine> engine_;
+};
+
+Result<void> App::start(const Config& config) {
+  auto engine = Engine::create(config, loop_);
+  if (!engine) return std::move(engine).error();
+  engine_ = std::move(engine.value());
+  server_.set_token(opts_.token);
+  UVCL_TRY(server_.listen(opts_.host, opts_.port));
+
+  uv_timer_init(loop_, &lag_timer_);
+  lag_timer_.data = this;
+  lag_open_ = true;
+  uv_timer_start(&lag_timer_, on_lag_timer, kLagPeriodMs, kLagPeriodMs);
+  uv_unref(reinterpret_cast<uv_handle_t*>(&lag_timer_));
+  struct Sig {
+    int signum;
+    uv_signal_t* handle;
+    bool* open;
+  };
+  for (const Sig& s : {Sig{SIGINT, &sigint_, &sigint_open_}, Sig{SIGTERM, &sigterm_, &sigterm_open_}}) {
+    uv_signal_init(loop_, s.handle);
+    s.handle->data = this;
+    *s.open = true;
+    if (int rc = uv_signal_start(s.handle, on_signal, s.signum); rc != 0)
+      return Error{Status::Initialization, std::string("uv_signal_start: ") + uv_strerror(rc)};
+    uv_unref(reinterpret_cast<uv_handle_t*>(s.handle));
+  }
+  const std::string where = server_.address();
+  if (!is_loopback(opts_.host) && opts_.token.empty())
+    std::fprintf(stderr,
+                 "uvcl serve: warning: listening on %s without --token-file: anyone who can reach it can run "
+                 "kernels\n",
+                 where.c_str());
+  std::fprintf(stderr, "uvcl serve: listening on %s\n", where.c_str());
+  std::fflush(stderr);
+  return {};
+}
+
+void App::finish() {
+  if (!stopping_) {  // start() failed half-way
+    stopping_ = true;
+    server_.shutdown([this] { server_closed_ = true; });
+  }
+  close_handles();
+  engine_.reset();  // cancels what is left (a forced stop); closes its handles
+  uv_run(loop_, UV_RUN_DEFAULT);
+}
+
+// --- routes ---------------------------------------------------------------------
+
+void App::handle(http::Request req, http::Responder r) {
+  struct Route {
+    const char* path;
+    const char* method;
+  };
+  static constexpr Route kRoutes[] = {
+      {"/v1/run", "POST"}, {"/v1/devices", "GET"}, {"/v1/health", "GET"}, {"/metrics", "GET"}};
+  const Route* route = nullptr;
+  for (const Route& rt : kRoutes)
+    if (req.path == rt.path) route = &rt;
+  if (!route) {
+    answer(r, http::error_response(404, "NotFound", "no such endpoint: " + req.path));
+    return;
+  }
+  if (req.method == "HEAD" && std::strcmp(route->method, "GET") == 0) req.method = "GET";  // body left out
+  if (req.method != route->method) {
+    http::Response resp = http::error_response(405, "MethodNotAllowed",
+                                               req.path + " takes " + route->method + ", not " + req.method);
+    resp.headers.push_back({"Allow", route->method});
+    answer(r, std::move(resp));
+    return;
+  }
+  if (req.path == "/v1/run") {
+    run(req, r);
+  } else if (req.path == "/v1/devices") {
+    http::Response resp;
+    resp.body = devices_json();
+    answer(r, std::move(resp));
+  } else if (req.path == "/v1/health") {
+    http::Response resp;
+    resp.body = "{\"status\":\"ok\"}\n";
+    answer(r, std::move(resp));
+  } else {
+    http::Response resp;
+    resp.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    resp.body = metrics();
+    answer(r, std::move(resp));
+  }
+}
+
+void App::answer(const http::Responder& r, http::Response resp) {
+  if (!r.connected()) {
+    ++responses_dropped_;
+    return;
+  }
+  r.send(std::move(resp));
+}
+
+void App::run(http::Request& req, http::Responder r) {
+  if (jobs_running_ >= opts_.max_jobs) {
+    ++jobs_busy_;
+    http::Response resp = http::error_response(
+        429, "TooManyRequests", std::to_string(jobs_running_) + " jobs are running, the limit is " +
+                                    std::to_string(opts_.max_jobs) + "; retry later");
+    resp.headers.push_back({"Retry-After", "1"});
+    answer(r, std::move(resp));
+    return;
+  }
+  job::ParseOptions parse;
+  parse.allow_files = false;
+  auto parsed = job::parse_job(req.body, "request", parse);
+  req.body.clear();
+  req.body.shrink_to_fit();
+  if (!parsed) {
+    ++jobs_invalid_;
+    const Error& e = parsed.error();
+    answer(r, http::error_response(400, status_name(e.status), e.message));
+    return;
+  }
+  job::RunOptions options;
+  options.allow_files = false;
+  options.base_dir.clear();
+  options.max_buffer_bytes = opts_.max_buffer_bytes;
+  options.max_launches = opts_.max_launches;
+  ++jobs_running_;
+  ++jobs_started_;
+  // The callback may run before run_job returns, or long after the client
+  // went away: it only counts and hands the answer to the Responder, which
+  // does nothing once its connection closed.
+  auto started = job::run_job(*engine_, std::move(parsed.value()), std::move(options),
+                              [this, r](Result<job::RunResult> result) { job_done(r, std::move(result)); });
+  if (!started) job_done(r, std::move(started).error());
+}
+
+void App::job_done(const http::Responder& r, Result<job::RunResult> result) {
+  --jobs_running_;
+  if (result) {
+    ++jobs_succeeded_;
+    if (engine_ && r.connected()) {  // engine_ is null while it is being destroyed
+      http::Response resp;
+      resp.body = job::result_json(*engine_, result.value()) + "\n";
+      r.send(std::move(resp));
+    } else {
+      ++responses_dropped_;
+    }
+  } else {
+    ++jobs_failed_;
+    const Error& e = result.error();
+    answer(r, http::error_response(status_for_run_error(e.status), status_name(e.status), e.message));
+  }
+  maybe_stopped();
+}
+
+std::string App::devices_json() const {
+  std::string out = "[";
+  for (std::size_t i = 0; i < engine_->device_count(); ++i) {
+    if (i) out += ", ";
+    out += cl::device_info_json(engine_->device(i));
+  }
+  return out + "]\n";
+}
+
+std::string App::metrics() const {
+  const EngineStats s = engine_->stats();
+  const http::ServerStats& h = server_.stats();
+  std::string out;
+  out.reserve(4096);
+  metric(out, "uvcl_jobs_started_total", "counter", "Jobs accepted by POST /v1/run and started.", jobs_started_);
+  metric(out, "uvcl_jobs_succeeded_total", "counter", "Jobs that completed and were answered 200.", jobs_succeeded_);
+  metric(out, "uvcl_jobs_failed_total", "counter", "Started jobs that ended with an error.", jobs_failed_);
+  metric(out, "uvcl_jobs_running", "gauge", "Jobs running now.", static_cast<std::uint64_t>(jobs_running_));
+  out += "# HELP uvcl_jobs_rejected_total Jobs refused before they started.\n"
+         "# TYPE uvcl_jobs_rejected_total counter\n"
+         "uvcl_jobs_rejected_total{reason=\"invalid\"} " + std::to_string(jobs_invalid_) + "\n"
+         "uvcl_jobs_rejected_total{reason=\"busy\"} " + std::to_string(jobs_busy_) + "\n";
+  metric(out, "uvcl_devices", "gauge", "OpenCL devices the engine drives.",
+         static_cast<std::uint64_t>(engine_->device_count()));
+  metric(out, "uvcl_launches_total", "counter", "Kernel launches submitted by the engine.", s.launches);
+  metric(out, "uvcl_writes_total", "counter", "Host-to-device writes and fills.", s.writes);
+  metric(out, "uvcl_reads_total", "counter", "Device-to-host reads.", s.reads);
+  metric(out, "uvcl_copies_total", "counter", "Buffer-to-buffer copies.", s.copies);
+  metric(out, "uvcl_bytes_to_device_total", "counter", "Bytes moved from host to device.", s.bytes_to_device);
+  metric(out, "uvcl_bytes_from_device_total", "counter", "Bytes moved from device to host.", s.bytes_from_device);
+  metric(out, "uvcl_bytes_copied_total", "counter", "Bytes copied between buffers.", s.bytes_copied);
+  metric(out, "uvcl_commands_submitted_total", "counter", "Commands submitted to device queues.", s.submitted);
+  metric(out, "uvcl_commands_failed_total", "counter", "Commands that failed.", s.failed);
+  metric(out, "uvcl_cross_queue_waits_total", "counter", "Waits on events of another queue.", s.cross_queue_waits);
+  metric(out, "uvcl_queue_in_flight", "gauge", "Commands submitted and not yet complete.", s.in_flight);
+  metric(out, "uvcl_queue_pending", "gauge", "Commands waiting in micro-batch windows.", s.pending);
+  metric(out, "uvcl_live_buffers", "gauge", "Device buffers alive.", s.live_buffers);
+  metric(out, "uvcl_loop_lag_seconds", "gauge", "Lateness of the last 10 ms loop timer tick.",
+         static_cast<double>(lag_last_ns_) / 1e9);
+  metric(out, "uvcl_loop_lag_max_seconds", "gauge", "Largest lateness of a 10 ms loop timer tick since start.",
+         static_cast<double>(lag_max_ns_) / 1e9);
+  metric(out, "uvcl_http_connections_active", "gauge", "Open HTTP connections.", h.connections_active);
+  metric(out, "uvcl_http_connections_total", "counter", "HTTP connections accepted.", h.connections_total);
+  metric(out, "uvcl_http_connections_rejected_total", "counter",
+         "Connections closed at once (over --max-connections, or stopping).", h.connections_rejected);
+  metric(out, "uvcl_http_requests_total", "counter", "Complete HTTP requests received.", h.requests_total);
+  out += "# HELP uvcl_http_responses_total HTTP responses sent, by status code.\n"
+         "# TYPE uvcl_http_responses_total counter\n";
+  for (const auto& [code, n] : h.responses)
+    out += "uvcl_http_responses_total{code=\"" + std::to_string(code) + "\"} " + std::to_string(n) + "\n";
+  out += "# HELP uvcl_http_timeouts_total Connections closed by a timeout.\n"
+         "# TYPE uvcl_http_timeouts_total counter\n"
+         "uvcl_http_timeouts_total{kind=\"idle\"} " + std::to_string(h.timeouts_idle) + "\n"
+         "uvcl_http_timeouts_total{kind=\"request\"} " + std::to_string(h.timeouts_request) + "\n";
+  metric(out, "uvcl_http_responses_dropped_total", "counter",
+         "Answers not sent because the client had closed the connection.", responses_dropped_);
+  return out;
+}
+
+// --- loop lag, signals, shutdown ----------------------------------------------
+
+void App::on_lag_timer(uv_timer_t* t) {
+  App& a = *static_cast<App*>(t->data);
+  const std::uint64_t now = uv_hrtime();
+  if (a.last_tick_ns_ != 0) {
+    const std::uint64_t due = a.last_tick_ns_ + kLagPeriodMs * 1'000'000;
+    a.lag_last_ns_ = now > due ? now - due : 0;
+    if (a.lag_last_ns_ > a.lag_max_ns_) a.lag_max_ns_ = a.lag_last_ns_;
+  }
+  a.last_tick_ns_ = now;
+}
+
+void App::on_signal(uv_signal_t* s, int signum) {
+  App& a = *static_cast<App*>(s->data);
+  if (!a.stopping_) {
+    std::fprintf(stderr, "uvcl serve: %s: stopping, %zu job(s) in flight\n", signum == SIGINT ? "SIGINT" : "SIGTERM",
+                 a.jobs_running_);
+    a.begin_stop();
+    return;
+  }
+  // A second signal: stop now. Answers still owed are dropped; finish()
+  // destroys the engine, which cancels what has not run.
+  std::fprintf(stderr, "uvcl serve: stopping now, abandoning %zu job(s)\n", a.jobs_running_);
+  a.server_.force();
+  a.close_handles();
+  uv_stop(a.loop_);
+}
+
+void App::begin_stop() {
+  stopping_ = true;
+  server_.shutdown([this] {
+    server_closed_ = true;
+    maybe_stopped();
+  });
+}
+
+void App::maybe_stopped() {
+  if (stopping_ && server_closed_ && jobs_running_ == 0) close_handles();
+}
+
+void App::close_handles() {
+  if (handles_closed_) return;
+  handles_closed_ = true;
+  if (lag_open_) uv_close(reinterpret_cast<uv_handle_t*>(&lag_timer_), nullptr);
+  if (sigint_open_) uv_close(reinterpret_cast<uv_handle_t*>(&sigint_), nullptr);
+  if (sigterm_open_) uv_close(reinterpret_cast<uv_handle_t*>(&sigterm_), nullptr);
+}
+
+}  // namespace
+
+int cmd_serve(const Args& a, const Config& config) {
+  auto options = parse_options(a);
+  if (!options) return fail(options.error());
+  std::signal(SIGPIPE, SIG_IGN);  // a peer gone mid-write is an error code, not a signal
+  uv_loop_t loop;
+  if (int rc = uv_loop_init(&loop); rc != 0)
+    return fail(Error{Status::Initialization, std::string("uv_loop_init: ") + uv_strerror(rc)});
+  int code = 0;
+  {
+    App app(&loop, std::move(options.value()));
+    if (auto started = app.start(config); !started) {
+      code = fail(started.error());
+    } else {
+      uv_run(&loop, UV_RUN_DEFAULT);
+    }
+    app.finish();
+  }
+  if (int rc = uv_loop_close(&loop); rc != 0) {
+    std::fprintf(stderr, "uvcl serve: error: uv_loop_close: %s (a handle was left open)\n", uv_strerror(rc));
+    return 1;
+  }
+  if (code == 0) std::fprintf(stderr, "uvcl serve: stopped\n");
+  return code;
+}
+
+}  // namespace uvcl::cli
