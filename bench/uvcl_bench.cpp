@@ -306,9 +306,10 @@ Json fig1(Ctx& c) {
   column(fig, "bare", "bare, with event");
   column(fig, "bare_noevent", "bare, no event");
   column(fig, "bare_keep", "bare, events held until finished");
+  column(fig, "bare_flush", "bare, with event, clFlush every 100 launches");
   column(fig, "pyopencl", "pyopencl");
   const char* names[3] = {"a", "b", "c"};
-  Costs u[3], be[3], bn[3], bk[3], ub[3], beb[3], bnb[3];
+  Costs u[3], be[3], bn[3], bk[3], bf[3], ub[3], beb[3], bnb[3], bfb[3];
   const std::uint64_t burst = std::min<std::uint64_t>(n, 1000);
   const int bursts = c.pick(20, 10, 2);
   fig["params"]["burst"] = burst;
@@ -373,7 +374,8 @@ Json fig1(Ctx& c) {
       b.zero(many.back(), 256);
     }
     // mode 0: event released at once; 1: no event; 2: events kept until
-    // the queue is finished (what a tracker holding them costs the driver).
+    // the queue is finished (what a tracker holding them costs the driver);
+    // 3: as 0, plus a clFlush every 100 launches (what uvcl's window does).
     std::vector<cl_event> kept;
     kept.reserve(n);
     auto run = [&](int v, int mode, std::uint64_t count, Costs* out) {
@@ -396,6 +398,7 @@ Json fig1(Ctx& c) {
         if (rc != CL_SUCCESS) ck(rc, "clEnqueueNDRangeKernel");
         if (mode == 2) kept.push_back(ev);
         else if (ev) api.clReleaseEvent(ev);
+        if (mode == 3 && i % 100 == 99) api.clFlush(q);
       }
       const double submit = us_since(t0);
       const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
@@ -412,11 +415,13 @@ Json fig1(Ctx& c) {
         run(v, 0, n, &be[v]);
         run(v, 1, n, &bn[v]);
         run(v, 2, n, &bk[v]);
+        run(v, 3, n, &bf[v]);
       }
     for (int v = 0; v < 3; ++v)
       for (int b = 0; b < bursts; ++b) {
         run(v, 0, burst, &beb[v]);
         run(v, 1, burst, &bnb[v]);
+        run(v, 3, burst, &bfb[v]);
       }
   }
   const char* what[3] = {"(a) one dependent chain", "(b) independent, over many buffers",
@@ -440,17 +445,20 @@ Json fig1(Ctx& c) {
       row["bare"] = median(be[v].*m.field);
       row["bare_noevent"] = median(bn[v].*m.field);
       row["bare_keep"] = median(bk[v].*m.field);
+      row["bare_flush"] = median(bf[v].*m.field);
     }
     Json& br = add_row(fig, k + ".burst", std::string(what[v]) + ": host time per launch in bursts of " +
                                              std::to_string(burst) + " (submit loop, wall)", "us", false);
     br["uvcl"] = median(ub[v].submit);
     br["bare"] = median(beb[v].submit);
     br["bare_noevent"] = median(bnb[v].submit);
+    br["bare_flush"] = median(bfb[v].submit);
     Json& brc = add_row(fig, k + ".burst_cpu", std::string(what[v]) + ": submitting-thread CPU per launch in bursts of " +
                                                  std::to_string(burst), "us", false);
     brc["uvcl"] = median(ub[v].submit_cpu);
     brc["bare"] = median(beb[v].submit_cpu);
     brc["bare_noevent"] = median(bnb[v].submit_cpu);
+    brc["bare_flush"] = median(bfb[v].submit_cpu);
     Json raw = Json::object();
     raw["uvcl_submit"] = Json::array_of(u[v].submit);
     raw["bare_submit"] = Json::array_of(be[v].submit);

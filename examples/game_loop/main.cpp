@@ -92,7 +92,9 @@ Stats stats_of(std::vector<double> v) {
   Stats s;
   if (v.empty()) return s;
   std::sort(v.begin(), v.end());
-  auto at = [&](double q) { return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))]; };
+  auto at = [&](double q) {
+    return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
+  };
   s.p50 = at(0.50);
   s.p99 = at(0.99);
   s.max = v.back();
@@ -185,7 +187,8 @@ int main(int argc, char** argv) {
   if (!velb) return fail("allocate", velb.error());
   auto scratch = engine.allocate(o.device, bytes);
   if (!scratch) return fail("allocate", scratch.error());
-  for (auto [b, src] : {std::pair{pos.value(), &pos0}, std::pair{velb.value(), &vel}, std::pair{scratch.value(), &pos0}})
+  for (auto [b, src] :
+       {std::pair{pos.value(), &pos0}, std::pair{velb.value(), &vel}, std::pair{scratch.value(), &pos0}})
     if (auto w = engine.write(b, 0, std::as_bytes(std::span<const float>(*src))); !w) return fail("write", w.error());
 
   const float h = 1.0f / static_cast<float>(o.substeps);
@@ -323,7 +326,8 @@ int main(int argc, char** argv) {
               l = stats_of(latency_frames);
   const double budget = std::chrono::duration<double, std::micro>(period).count();
   std::printf("frame work (us): p50 %.1f p99 %.1f max %.1f (budget %.0f) | in uvcl calls (us): p50 %.1f p99 %.1f "
-              "max %.1f, thread CPU p50 %.1f p99 %.1f | poll (us): p50 %.1f p99 %.1f max %.1f\n",
+              "max %.1f, thread CPU p50 %.1f p99 %.1f | poll incl. read callbacks (us): p50 %.1f p99 %.1f "
+              "max %.1f\n",
               w.p50, w.p99, w.max, budget, u.p50, u.p99, u.max, c.p50, c.p99, p.p50, p.p99, p.max);
   std::printf("read-back latency (frames): p50 %.0f p99 %.0f max %.0f | %llu/%llu read-backs verified, %llu skipped, "
               "%u extra frames\n",

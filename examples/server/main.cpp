@@ -237,11 +237,11 @@ int main(int argc, char** argv) {
 
   std::sort(s.latency_us.begin(), s.latency_us.end());
   auto pct = [&](double q) {
-    return s.latency_us.empty() ? 0.0 : s.latency_us[std::min(s.latency_us.size() - 1,
-                                                             static_cast<std::size_t>(q * static_cast<double>(s.latency_us.size())))];
+    const std::vector<double>& v = s.latency_us;
+    return v.empty() ? 0.0 : v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
   };
   std::printf("server: %u/%u results in %.1f ms, %u wrong; request latency (us): p50 %.0f p99 %.0f max %.0f\n",
-              s.results, s.requests, ms, s.wrong, pct(0.5), pct(0.99), s.latency_us.empty() ? 0.0 : s.latency_us.back());
+              s.results, s.requests, ms, s.wrong, pct(0.5), pct(0.99), pct(1.0));
   const uvcl::EngineStats st = s.engine->stats();
   std::printf("server: engine: %llu launches, %llu writes, %llu reads, %llu live buffers, %llu in flight\n",
               static_cast<unsigned long long>(st.launches), static_cast<unsigned long long>(st.writes),

@@ -1,0 +1,471 @@
+#!/usr/bin/env python3
+"""Merges benchmark JSON files and writes docs/BENCHMARKS.md from them.
+
+    report.py merge --out bench-results/pocl.json --main uvcl.json
+                    [--pyopencl py.json] [--cross cross.json] [--cross-pyopencl pyx.json]
+                    [--variant NAME=file.json ...]
+    report.py doc --pocl bench-results/pocl.json [--h200 bench-results/h200.json]
+                  [--notes bench/notes.md] [--img docs/img] --out docs/BENCHMARKS.md
+
+Every number in the document comes from the JSON files; the analysis text
+comes from bench/notes.md (one "## N" section per figure, plus "## summary"
+and "## engine").
+"""
+import argparse
+import json
+import os
+import re
+import sys
+
+FIGURE_ORDER = ["1", "2", "3", "4", "5", "5x", "6", "7", "8", "9", "10"]
+
+EXTRA_LABELS = {
+    "pyopencl": "pyopencl",
+    "pyopencl_setarg": "pyopencl, set_arg + enqueue_nd_range_kernel",
+    "pyopencl1": "pyopencl, 1 queue",
+    "pyopencl_pageable": "pyopencl, pageable",
+}
+
+VARIANT_TEXT = {
+    "pocl_1thread": "POCL_MAX_PTHREAD_COUNT=1: PoCL runs kernels on one core, the other is left to the loop thread",
+    "pocl_nokcache": "POCL_KERNEL_CACHE=0: PoCL's own kernel cache off, so only uvcl's cache can make a build warm",
+}
+
+DESCRIPTIONS = {
+    "1": "N launches of a one-work-item kernel issued back to back from the loop thread; host time per launch "
+         "(the submit loop, wall and thread CPU), and wall time until all have completed. Bare: "
+         "clSetKernelArg + clEnqueueNDRangeKernel on one in-order queue, with an event (released at once, or "
+         "held until the end as a tracker would, or with a clFlush every 100 launches as uvcl's window flushes) and "
+         "without. Bursts: 1000 launches then a finish, repeated, so "
+         "the driver's queue never backs up.",
+    "2": "64 independent chains, each a sequence of one-work-group kernels (64 work-items, a loop of work: "
+         "about 100 us each on one queue) on its own buffer, issued round-robin over the chains. uvcl with "
+         "1..16 queues; bare with chain i on queue i mod q, every queue flushed once per round.",
+    "3": "A launch followed by a 4-byte read of its output, one at a time: uvcl measures launch() to the read "
+         "callback on the loop thread; bare measures launch + blocking clEnqueueReadBuffer.",
+    "4": "A 1 ms repeating uv_timer on the loop; its lag is (interval - 1 ms) per tick, as Node's "
+         "monitorEventLoopDelay measures it. Load: 64 groups of 16 launches + a 4-byte read whose callback "
+         "issues the group again, so ~1088 commands are always in flight and 64 reads pending. Device-bound: "
+         "~500 us kernels; host-bound: ~20 us kernels (the loop's submission rate is the limit). Bare: the same "
+         "load from a hand-written loop (clSetEventCallback -> uv_async -> issue the next group).",
+    "5": "Host->device and device->host of a large buffer and of 4 KiB, each issue-to-completion. uvcl write in "
+         "Copy mode (copied into pinned staging before write() returns) and Borrow mode (the caller keeps the "
+         "bytes), read (into pinned staging, span given to the callback); bare from pinned memory "
+         "(CL_MEM_ALLOC_HOST_PTR, mapped) and from pageable memory (std::vector), blocking calls.",
+    "5x": "A copy between two devices. uvcl copy() stages it through pinned host memory in 4 MiB chunks, reads "
+          "and writes overlapping; bare reads all of it into pinned memory, then writes it (blocking).",
+    "6": "Per iteration: allocate a 64 KiB temporary, a kernel writes it, a kernel reads it, release it (the "
+         "release happens while both kernels are in flight). Against the same loop keeping every temporary "
+         "alive until the end.",
+    "7": "Build of a ~2 KB program (8 kernels). Cold: a source no cache has seen (a comment with a random "
+         "number). Warm: the same source again. 'ready' adds kernel creation, a first launch and a 4-byte "
+         "read-back (PoCL finishes code generation at the first launch). uvcl with opencl.cache_dir: warm means "
+         "a fresh engine (a restarted process) finding the binary on disk.",
+    "8": "Per-launch host cost with 1k, 100k and 1M live 64-byte buffers (launches use 1024 of them, spread "
+         "over the id space); resident memory per buffer and per in-flight command (RSS deltas, malloc_trim "
+         "before each); RSS after many launches with the loop collecting completions against RSS after 100k.",
+    "9": "An idle engine (it has compiled, allocated and run work before) on its loop, with a 1 s timer of the "
+         "benchmark's keeping uv_run going; process CPU time (CLOCK_PROCESS_CPUTIME_ID, what getrusage sums) per second, and the loop thread's own "
+         "share. Bare: an idle context on a plain loop with the same timer.",
+    "10": "compile() called from a timer callback on the loop, then kernel(), a launch and a read: the time spent "
+          "inside each engine call and inside each engine loop callback (prepare, poll timer, async), and the "
+          "worst lag of a 1 ms timer meanwhile. Bare: the duration of the blocking clBuildProgram.",
+}
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def rows_by_key(fig):
+    return {r["key"]: r for r in fig.get("rows", [])}
+
+
+# ----------------------------------------------------------------- merge
+def cmd_merge(a):
+    out = load(a.main)
+    figs = out.setdefault("figures", {})
+
+    def merge_rows(src_figs, prefix_ok=None):
+        for fid, sf in src_figs.items():
+            if fid not in figs or "rows" not in sf:
+                continue
+            mine = rows_by_key(figs[fid])
+            for r in sf["rows"]:
+                if r["key"] in mine:
+                    for k, v in r.items():
+                        if k != "key":
+                            mine[r["key"]][k] = v
+            for k in ("samples", "curve"):
+                if k in sf:
+                    figs[fid].setdefault("pyopencl_" + k, sf[k])
+
+    if a.cross:
+        cross = load(a.cross)
+        if "5x" in cross.get("figures", {}):
+            figs["5x"] = cross["figures"]["5x"]
+            figs["5x"]["environment"] = cross.get("meta", {}).get("env", {})
+    for p in [a.pyopencl, a.cross_pyopencl]:
+        if not p or not os.path.exists(p):
+            continue
+        py = load(p)
+        if "skipped" in py:
+            out.setdefault("meta", {})["pyopencl"] = "skipped: " + py["skipped"]
+            continue
+        out.setdefault("meta", {})["pyopencl"] = py.get("meta", {})
+        merge_rows(py.get("figures", {}))
+    for v in a.variant or []:
+        name, path = v.split("=", 1)
+        if os.path.exists(path):
+            vj = load(path)
+            out.setdefault("variants", {})[name] = {"figures": vj.get("figures", {}),
+                                                    "env": vj.get("meta", {}).get("env", {})}
+    with open(a.out, "w") as f:
+        json.dump(out, f, indent=1)
+    print("report.py: wrote %s" % a.out)
+
+
+# ----------------------------------------------------------------- formatting
+def fmt(v):
+    if v is None or not isinstance(v, (int, float)):
+        return "—"
+    x = abs(v)
+    if x >= 10000:
+        return "%.0f" % v
+    if x >= 100:
+        return "%.0f" % v
+    if x >= 10:
+        return "%.1f" % v
+    if x >= 1:
+        return "%.2f" % v
+    if x == 0:
+        return "0"
+    return "%.3g" % v
+
+
+def val(fig, key, col):
+    if not fig:
+        return None
+    r = rows_by_key(fig).get(key)
+    if not r:
+        return None
+    v = r.get(col)
+    return v if isinstance(v, (int, float)) else None
+
+
+def columns_of(fig):
+    cols = list(fig.get("columns", {}).keys())
+    present = set()
+    for r in fig.get("rows", []):
+        for k, v in r.items():
+            if k not in ("key", "label", "unit", "better") and isinstance(v, (int, float)):
+                present.add(k)
+    for r in fig.get("rows", []):
+        for k in r:
+            if k in present and k not in cols:
+                cols.append(k)
+    return [c for c in cols if c in present]
+
+
+def label_of(fig, col):
+    return fig.get("columns", {}).get(col) or EXTRA_LABELS.get(col, col)
+
+
+def table(fig):
+    cols = columns_of(fig)
+    if not cols:
+        return ""
+    head = ["measure", "unit"] + [label_of(fig, c) for c in cols]
+    has_ratio = "uvcl" in cols and "bare" in cols
+    if has_ratio:
+        head.append("uvcl / bare")
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in fig.get("rows", []):
+        arrow = "↑" if r.get("better") == "higher" else "↓"
+        cells = [r.get("label", r["key"]), "%s %s" % (r.get("unit", ""), arrow)]
+        cells += [fmt(r.get(c)) for c in cols]
+        if has_ratio:
+            u, b = r.get("uvcl"), r.get("bare")
+            cells.append(fmt(u / b) if isinstance(u, (int, float)) and isinstance(b, (int, float)) and b else "—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------- targets
+def yes(ok):
+    if ok is None:
+        return "n/a"
+    return "**met**" if ok else "**not met**"
+
+
+def ratio(a, b):
+    if a is None or b is None or b == 0:
+        return None
+    return a / b
+
+
+def targets(fid, F):
+    """[(target text, value text, ok)] for figure fid from the figures dict F."""
+    f = F.get(fid)
+    if not f or "rows" not in f:
+        return []
+    out = []
+    if fid == "1":
+        for v, name in (("a", "(a) chain"), ("b", "(b) many buffers"), ("c", "(c) changing scalar")):
+            w = ratio(val(f, "1%s.submit" % v, "uvcl"), val(f, "1%s.submit" % v, "bare"))
+            c = ratio(val(f, "1%s.submit_cpu" % v, "uvcl"), val(f, "1%s.submit_cpu" % v, "bare"))
+            bu = ratio(val(f, "1%s.burst" % v, "uvcl"), val(f, "1%s.burst" % v, "bare"))
+            txt = "wall %s x, thread CPU %s x" % (fmt(w), fmt(c))
+            if bu is not None:
+                txt += ", short bursts %s x" % fmt(bu)
+            out.append(("submission %s <= 1.15x bare with events" % name, txt,
+                        None if w is None else (w <= 1.15 and (c is None or c <= 1.15))))
+    elif fid == "2":
+        u = val(f, "2.speedup", "uvcl")
+        u16 = val(f, "2.speedup", "uvcl16")
+        best = val(f, "2.best", "bare")
+        ok = None if u is None or best is None else u >= 0.9 * best
+        out.append(("uvcl (8 queues) speedup >= 0.9x bare's best multi-queue speedup",
+                    "uvcl %s x (16 queues: %s x) vs bare best %s x: %s of it" %
+                    (fmt(u), fmt(u16), fmt(best), fmt(ratio(u, best))), ok))
+    elif fid == "3":
+        u, b = val(f, "3.p50", "uvcl"), val(f, "3.p50", "bare")
+        u99, b99 = val(f, "3.p99", "uvcl"), val(f, "3.p99", "bare")
+        ok = None if u is None or b is None else u <= b + 10
+        out.append(("callback latency <= bare blocking round trip + 10 us (p50)",
+                    "p50 uvcl %s us vs bare %s us (+%s); p99 %s vs %s" %
+                    (fmt(u), fmt(b), fmt(u - b) if ok is not None else "—", fmt(u99), fmt(b99)), ok))
+    elif fid == "4":
+        p99, mx = val(f, "4.p99", "uvcl"), val(f, "4.max", "uvcl")
+        ok = None if p99 is None else (p99 <= 200 and mx <= 1000)
+        own = val(f, "4.max_engine_only", "uvcl")
+        out.append(("loop lag p99 <= 200 us and max <= 1 ms under load",
+                    "p99 %s us, max %s us (bare loop: p99 %s, max %s; idle loop p99 %s)%s" %
+                    (fmt(p99), fmt(mx), fmt(val(f, "4.p99", "bare")), fmt(val(f, "4.max", "bare")),
+                     fmt(val(f, "4.p99", "idle")),
+                     "; longest engine-only callback %s us" % fmt(own) if own is not None else ""), ok))
+    elif fid == "5":
+        for key, col, name in (("5.h2d", "uvcl", "host->device, write Copy"),
+                               ("5.h2d", "uvcl_borrow", "host->device, write Borrow"),
+                               ("5.d2h", "uvcl", "device->host, read"),
+                               ("5.d2d", "uvcl", "device copy")):
+            r = ratio(val(f, key, col), val(f, key, "bare"))
+            out.append(("%s >= 0.95x bare pinned" % name,
+                        "%s vs %s GB/s: %s x" % (fmt(val(f, key, col)), fmt(val(f, key, "bare")), fmt(r)),
+                        None if r is None else r >= 0.95))
+    elif fid == "5x":
+        r = ratio(val(f, "5x.cross", "uvcl"), val(f, "5x.cross", "bare"))
+        if r is not None:
+            out.append(("cross-device copy >= 0.95x bare (staged through pinned memory)",
+                        "%s vs %s GB/s: %s x" % (fmt(val(f, "5x.cross", "uvcl")), fmt(val(f, "5x.cross", "bare")),
+                                                fmt(r)), r >= 0.95))
+    elif fid == "6":
+        u = val(f, "6.ratio", "uvcl")
+        out.append(("frees in flight >= 0.9x the loop without frees",
+                    "uvcl %s x (bare %s x, pyopencl %s x)" % (fmt(u), fmt(val(f, "6.ratio", "bare")),
+                                                            fmt(val(f, "6.ratio", "pyopencl"))),
+                    None if u is None else u >= 0.9))
+    elif fid == "7":
+        d = val(f, "7.speedup", "uvcl")
+        c = val(f, "7.speedup", "uvcl_cache")
+        best = max([x for x in (d, c) if x is not None], default=None)
+        out.append(("warm compile >= 20x faster than cold",
+                    "driver cache only %s x; uvcl cache_dir %s x (until the first result: %s x / %s x)" %
+                    (fmt(d), fmt(c), fmt(val(f, "7.speedup_ready", "uvcl")),
+                     fmt(val(f, "7.speedup_ready", "uvcl_cache"))), None if best is None else best >= 20))
+    elif fid == "8":
+        fl = val(f, "8.flatness", "uvcl")
+        out.append(("per-launch cost within 1.2x from 1k to 1M live buffers", "%s x" % fmt(fl),
+                    None if fl is None else fl <= 1.2))
+        g, dm = val(f, "8.rss_growth", "uvcl"), val(f, "8.rss_delta", "uvcl")
+        r = [x for x in f["rows"] if x["key"] == "8.rss_growth"]
+        out.append(("no RSS growth (%s)" % (r[0]["label"] if r else ""),
+                    "%s x, %s MiB" % (fmt(g), fmt(dm)), None if g is None else (g <= 1.02 or abs(dm) <= 1)))
+    elif fid == "9":
+        u = val(f, "9.cpu", "uvcl")
+        out.append(("idle CPU < 1 ms per second",
+                    "process %s ms/s (bare context %s), loop thread %s ms/s, engine wake-ups %s/s" %
+                    (fmt(u), fmt(val(f, "9.cpu", "bare")), fmt(val(f, "9.loop_thread_cpu", "uvcl")),
+                     fmt(val(f, "9.wakeups", "uvcl"))), None if u is None else u < 1))
+    elif fid == "10":
+        for ph in ("cold", "warm"):
+            h = val(f, "10.%s.max_hold" % ph, "uvcl")
+            out.append(("%s: longest loop hold (no target set; figure 4's 1 ms bound for reference)" % ph,
+                        "compile() %s ms (with cache_dir %s ms; bare clBuildProgram %s ms)" %
+                        (fmt(val(f, "10.%s.compile_call" % ph, "uvcl")),
+                         fmt(val(f, "10.%s.compile_call" % ph, "uvcl_cache")),
+                         fmt(val(f, "10.%s.compile_call" % ph, "bare"))), None if h is None else h <= 1))
+    return out
+
+
+# ----------------------------------------------------------------- doc
+def notes_sections(path):
+    if not path or not os.path.exists(path):
+        return {}
+    text = open(path).read()
+    parts = re.split(r"^## +(\S+)[^\n]*\n", text, flags=re.M)
+    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts) - 1, 2)}
+
+
+def machine_table(runs):
+    keys = [("CPU", lambda m: "%s, %s logical CPUs, %.0f GiB" % (m.get("cpu_model"), m.get("logical_cpus"),
+                                                                  m.get("memory_gib", 0))),
+            ("kernel", lambda m: m.get("kernel", "")),
+            ("OpenCL platform", lambda m: "%s (%s)" % (m["device"]["platform"], m["device"]["platform_version"])),
+            ("device", lambda m: "%s (%s, %s compute units, %.0f GiB)" % (
+                m["device"]["name"], m["device"]["type"], m["device"]["compute_units"],
+                m["device"]["global_memory_gib"])),
+            ("driver", lambda m: "%s; %s; %s" % (m["device"]["driver_version"], m["device"]["device_version"],
+                                                 m["device"]["opencl_c_version"])),
+            ("run", lambda m: "%s, %s mode, %.0f s, nice %s" % (m.get("date"), m.get("mode"),
+                                                               m.get("elapsed_s", 0), m.get("nice", "?"))),
+            ("load average (start / end)", lambda m: "%s / %s" % (m.get("loadavg_start", "?"),
+                                                                 m.get("loadavg_end", "?"))),
+            ("command", lambda m: "`%s`" % m.get("command", "")),
+            ("environment", lambda m: ", ".join("%s=%s" % kv for kv in m.get("env", {}).items()) or "—")]
+    head = "| | " + " | ".join(n for n, _ in runs) + " |\n|---|" + "---|" * len(runs) + "\n"
+    body = ""
+    for k, fn in keys:
+        cells = []
+        for _, j in runs:
+            try:
+                cells.append(str(fn(j["meta"])).replace("|", "\\|"))
+            except (KeyError, TypeError):
+                cells.append("—")
+        body += "| %s | %s |\n" % (k, " | ".join(cells))
+    return head + body
+
+
+def cmd_doc(a):
+    runs = [("PoCL (this machine)", load(a.pocl))]
+    if a.h200 and os.path.exists(a.h200):
+        runs.append(("NVIDIA H200", load(a.h200)))
+    notes = notes_sections(a.notes)
+    o = []
+    o.append("# uvcl benchmarks\n")
+    o.append("uvcl measured side by side with the bare OpenCL API driven directly in the same process (through "
+             "uvcl's own run-time loaded dispatch table, on the same device) and with pyopencl. Every number "
+             "below is generated from the JSON files in `bench-results/` by `bench/report.py`; the analysis "
+             "under each table is `bench/notes.md`. Ratios are uvcl / bare: below 1 is better for times (↓), "
+             "above 1 is better for rates (↑).\n")
+    o.append("## Reproduce\n")
+    o.append("```\nscripts/bench.sh            # full PoCL suite + two-device figure + pyopencl, then this file\n"
+             "scripts/bench.sh --quick    # the same, smaller (a few minutes)\n"
+             "build-bench/bench/uvcl_bench --list-devices\n"
+             "build-bench/bench/uvcl_bench --figure 3 --device N --json out.json\n"
+             "# GPU machine (see /work/shared/gpu/README.md): stage, carry .gpu, run there:\n"
+             "#   bash .gpu/run.sh uvcl_bench --device 1 --json $OUT/h200.json\n"
+             "# then here: cp h200.json bench-results/ && scripts/bench.sh --doc-only\n```\n")
+    o.append("CI runs every figure once at a tiny size: `meson test bench-smoke bench-smoke-2dev` "
+             "(`uvcl_bench --quick --smoke`, no pyopencl).\n")
+    o.append("## Machines\n")
+    o.append(machine_table(runs))
+    py = runs[0][1].get("meta", {}).get("pyopencl")
+    if isinstance(py, dict):
+        o.append("\npyopencl %s (Python %s, numpy %s) on the PoCL device.\n" % (
+            py.get("pyopencl_version"), py.get("python"), py.get("numpy")))
+    elif py:
+        o.append("\npyopencl: %s\n" % py)
+    if "summary" in notes:
+        o.append("\n" + notes["summary"] + "\n")
+    # Target summary.
+    o.append("\n## Targets\n")
+    head = "| figure | target | " + " | ".join("%s" % n for n, _ in runs) + " |\n|---|---|" + "---|" * len(runs)
+    o.append(head)
+    for fid in FIGURE_ORDER:
+        per_run = [targets(fid, j.get("figures", {})) for _, j in runs]
+        n = max(len(t) for t in per_run) if per_run else 0
+        for i in range(n):
+            name = next((t[i][0] for t in per_run if i < len(t)), "")
+            cells = []
+            for t in per_run:
+                cells.append("%s: %s" % (yes(t[i][2]), t[i][1]) if i < len(t) else "—")
+            o.append("| %s | %s | %s |" % (fid, name, " | ".join(cells)))
+    o.append("")
+    for fid in FIGURE_ORDER:
+        first = next((j["figures"][fid] for _, j in runs if fid in j.get("figures", {})), None)
+        if first is None:
+            continue
+        o.append("## %s. %s\n" % (fid, first.get("title", "")))
+        if fid in DESCRIPTIONS:
+            o.append(DESCRIPTIONS[fid] + "\n")
+        for name, j in runs:
+            f = j.get("figures", {}).get(fid)
+            if not f:
+                continue
+            o.append("**%s**%s\n" % (name, " — %s" % fmt_params(f.get("params")) if f.get("params") else ""))
+            if "error" in f:
+                o.append("Failed: `%s`\n" % f["error"])
+                continue
+            if "skipped" in f:
+                o.append("Skipped: %s\n" % f["skipped"])
+                continue
+            o.append(table(f))
+            for t in targets(fid, j.get("figures", {})):
+                o.append("- %s — %s: %s" % (t[0], yes(t[2]), t[1]))
+            o.append("")
+            for vname, v in j.get("variants", {}).items():
+                vf = v.get("figures", {}).get(fid)
+                if vf and "rows" in vf:
+                    o.append("*Variant — %s:*\n" % VARIANT_TEXT.get(vname, vname))
+                    o.append(table(vf))
+                    for t in targets(fid, v.get("figures", {})):
+                        o.append("- %s — %s: %s" % (t[0], yes(t[2]), t[1]))
+                    o.append("")
+        for img in IMAGES.get(fid, []):
+            for tag, _ in [("pocl", 0), ("h200", 1)]:
+                fn = "%s_%s.png" % (img, tag)
+                if os.path.exists(os.path.join(a.img, fn)):
+                    rel = os.path.relpath(os.path.join(a.img, fn), os.path.dirname(os.path.abspath(a.out)))
+                    o.append("![%s %s](%s)\n" % (img, tag, rel))
+        if fid in notes:
+            o.append(notes[fid] + "\n")
+    if "engine" in notes:
+        o.append("## Engine performance problems found\n")
+        o.append(notes["engine"] + "\n")
+    with open(a.out, "w") as f:
+        f.write("\n".join(o))
+    print("report.py: wrote %s" % a.out)
+
+
+IMAGES = {"2": ["concurrency"], "3": ["latency"], "4": ["lag"]}
+
+
+def fmt_params(p):
+    if not p:
+        return ""
+    items = []
+    for k, v in p.items():
+        if isinstance(v, float):
+            v = fmt(v)
+        items.append("%s %s" % (k.replace("_", " "), v))
+    return ", ".join(items)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    m = sub.add_parser("merge")
+    m.add_argument("--out", required=True)
+    m.add_argument("--main", required=True)
+    m.add_argument("--pyopencl")
+    m.add_argument("--cross")
+    m.add_argument("--cross-pyopencl")
+    m.add_argument("--variant", action="append")
+    d = sub.add_parser("doc")
+    d.add_argument("--pocl", required=True)
+    d.add_argument("--h200")
+    d.add_argument("--notes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md"))
+    d.add_argument("--img", default="docs/img")
+    d.add_argument("--out", required=True)
+    a = ap.parse_args()
+    if a.cmd == "merge":
+        cmd_merge(a)
+    else:
+        cmd_doc(a)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
