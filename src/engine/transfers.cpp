@@ -303,8 +303,15 @@ void Engine::Impl::cross_finish(std::uint64_t xid) {
   for (CrossChunk& c : x.chunks) devices[x.src_device]->staging->give_back(c.staging);
   for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
   if (!x.dst_submitted) return;  // its failure was reported when submission failed
-  const cl_int status = x.error ? CL_INVALID_OPERATION : CL_COMPLETE;
-  api->clSetUserEventStatus(x.user_event, status);
+  cl_int status = x.error ? CL_INVALID_OPERATION : CL_COMPLETE;
+  if (cl_int rc = api->clSetUserEventStatus(x.user_event, status); rc != CL_SUCCESS) {
+    // Commands on the destination device wait on this user event: left
+    // unset, they (and clFinish) would wait forever. Fail it instead, so
+    // the copy and everything depending on it fail rather than hang.
+    report(cl::call_error(Status::KernelSync, "clSetUserEventStatus(cross-device copy)", rc));
+    status = CL_INVALID_OPERATION;
+    api->clSetUserEventStatus(x.user_event, status);
+  }
   event_completed(x.dst_command, status);
 }
 
