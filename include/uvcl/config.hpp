@@ -13,6 +13,7 @@
 //       "library": "/path/libOpenCL.so.1",// tried before the default names
 //       "absorb_sigabrt": false,          // install the seed's SIGABRT handler
 //       "cache_dir": null | "dir",        // on-disk program binary cache
+//       "program_memo": 64,               // built programs kept in memory, 0..4096
 //       "profile": false                  // profiling queues (device times in traces)
 //     },
 //     "debug": { "backends": false, "asm": false }
@@ -36,6 +37,9 @@ struct Config {
   std::string library;  // empty: search the default names
   bool absorb_sigabrt = false;
   std::string cache_dir;  // empty: no cache
+  // Built programs kept in memory (LRU) so compiling the same source again
+  // on the same device with the same options does not rebuild; 0: off.
+  unsigned program_memo = 64;
   bool profile = false;   // create every queue with CL_QUEUE_PROFILING_ENABLE
   bool debug_backends = false;
   bool debug_asm = false;

@@ -126,6 +126,8 @@ struct EngineStats {
   std::uint64_t submitted = 0, failed = 0, flushes = 0, cross_queue_waits = 0;
   std::uint64_t in_flight = 0, pending = 0;
   std::uint64_t live_buffers = 0;
+  // compile() calls served from the in-memory program memo / built anew.
+  std::uint64_t program_memo_hits = 0, program_memo_misses = 0;
 };
 
 using DoneCallback = std::function<void(Result<void>)>;

@@ -45,6 +45,7 @@ namespace uvcl::cl {
   X(clBuildProgram)             \
   X(clGetProgramInfo)           \
   X(clGetProgramBuildInfo)      \
+  X(clRetainProgram)            \
   X(clReleaseProgram)           \
   X(clCreateKernel)             \
   X(clGetKernelInfo)            \

@@ -51,6 +51,11 @@ Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* 
   }
   impl->loop = loop;
   if (!config.cache_dir.empty()) impl->cache = std::make_unique<ProgramCache>(config.cache_dir);
+  {
+    const cl::Api* api = impl->api;
+    impl->memo = std::make_unique<ProgramMemo>(
+        config.program_memo, [api](ProgramMemo::Handle h) { api->clReleaseProgram(static_cast<cl_program>(h)); });
+  }
   auto handles = loop::Handles::open(loop, impl.get());
   if (!handles) {
     if (impl->own_loop) uv_loop_close(impl->own_loop.get());
@@ -151,6 +156,7 @@ void Engine::Impl::shutdown() {
   for (auto& [id, p] : programs)
     if (p.program) api->clReleaseProgram(p.program);
   programs.clear();
+  if (memo) memo->clear();  // before the contexts go
   for (auto& d : devices) {
     d->staging.reset();
     for (Queue& q : d->queues)

@@ -20,6 +20,7 @@
 #include "cl/api.hpp"
 #include "cl/devices.hpp"
 #include "engine/program_cache.hpp"
+#include "engine/program_memo.hpp"
 #include "engine/staging.hpp"
 #include "engine/trace.hpp"
 #include "loop/handles.hpp"
@@ -185,6 +186,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   loop::Handles* handles = nullptr;
   std::vector<std::unique_ptr<DeviceCtx>> devices;
   std::unique_ptr<ProgramCache> cache;  // with config.cache_dir
+  std::unique_ptr<ProgramMemo> memo;    // built programs, config.program_memo entries
   std::unique_ptr<Trace> trace;         // while tracing
   std::unordered_map<CommandId, TraceCommand> trace_pending;
 

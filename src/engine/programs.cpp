@@ -63,6 +63,20 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
     p.cache_key = e.cache->key(info.platform_name + " " + info.platform_version, info.name, info.driver_version,
                                p.options, source);
   }
+  if (e.memo) {
+    if (auto hit = e.memo->find(p.device, p.options, source);
+        hit && e.api->clRetainProgram(static_cast<cl_program>(hit->program)) == CL_SUCCESS) {
+      // Built already: poll_builds runs on_built from the loop, as for a build.
+      p.program = static_cast<cl_program>(hit->program);
+      p.cached = *hit->kernels;
+      p.build = ProgramRec::Build::Built;
+      ++e.counters.program_memo_hits;
+      e.building.push_back(id);
+      e.update_busy();
+      return Program{id};
+    }
+    ++e.counters.program_memo_misses;
+  }
   cl_int rc = e.start_build(p, true);
   if (rc != CL_SUCCESS) {
     const bool created = p.program != nullptr;
@@ -174,6 +188,8 @@ void Engine::Impl::poll_builds() {
       if (rc == CL_SUCCESS && status == CL_BUILD_SUCCESS) {
         p.build = ProgramRec::Build::Built;
         if (cache && p.cache_key && !p.from_binary) store_in_cache(p);
+        if (memo && memo->capacity() > 0 && api->clRetainProgram(p.program) == CL_SUCCESS)
+          memo->insert(p.device, p.options, p.source, p.program, p.cached);
       } else if (p.from_binary) {
         // A cached binary this driver will not build: build the source.
         if (start_build(p, false) == CL_SUCCESS) {

@@ -63,6 +63,12 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     }
     if (key == "absorb_sigabrt") return r.get_bool(f, p, cfg.absorb_sigabrt);
     if (key == "profile") return r.get_bool(f, p, cfg.profile);
+    if (key == "program_memo") {
+      std::uint64_t n = 0;
+      UVCL_TRY(r.get_uint(f, p, 0, 4096, n));
+      cfg.program_memo = static_cast<unsigned>(n);
+      return {};
+    }
     // key == "cache_dir": fields() admits no other key.
     auto null = r.is_null(f);
     if (!null) return std::move(null).error();
@@ -75,7 +81,8 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     cfg.cache_dir = s;
     return {};
   };
-  return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile"}, field);
+  return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
+                                "program_memo"}, field);
 }
 
 Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {

@@ -881,6 +881,22 @@ CL_API_ENTRY cl_int CL_API_CALL clGetProgramBuildInfo(cl_program program, cl_dev
                                       param_value_size_ret);
 }
 
+CL_API_ENTRY cl_int CL_API_CALL clRetainProgram(cl_program program) CL_API_SUFFIX__VERSION_1_0 {
+  const Gate g = enter(Ep::clRetainProgram);
+  if (g.fail) return g.status;
+  {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    auto it = s.objects.find(program);
+    if (it == s.objects.end() || it->second.kind != Kind::Program || it->second.refs <= 0) {
+      anomaly_locked(s, "clRetainProgram: program " + hex(program) + " is not live");
+      return CL_INVALID_PROGRAM;
+    }
+    ++it->second.refs;
+  }
+  return real().clRetainProgram(program);
+}
+
 CL_API_ENTRY cl_int CL_API_CALL clReleaseProgram(cl_program program) CL_API_SUFFIX__VERSION_1_0 {
   const Gate g = enter(Ep::clReleaseProgram);
   if (g.fail) return g.status;
