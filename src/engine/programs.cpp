@@ -2,6 +2,7 @@
 // kernels and their parameter access.
 #include <cctype>
 #include <cstdio>
+#include <tuple>
 
 #include "engine/engine_impl.hpp"
 
@@ -185,7 +186,12 @@ void Engine::Impl::poll_builds() {
         ++i;
         continue;
       }
-      if (rc == CL_SUCCESS && status == CL_BUILD_SUCCESS) {
+      if (rc != CL_SUCCESS) {
+        // The query failed, not necessarily the build: say which.
+        p.build = ProgramRec::Build::Failed;
+        p.error = cl::call_error(Status::KernelCompilation, "clGetProgramBuildInfo(CL_PROGRAM_BUILD_STATUS)", rc);
+        p.error->context("program " + std::to_string(id) + " on device " + std::to_string(p.device));
+      } else if (status == CL_BUILD_SUCCESS) {
         p.build = ProgramRec::Build::Built;
         if (cache && p.cache_key && !p.from_binary) store_in_cache(p);
         if (memo && memo->capacity() > 0 && api->clRetainProgram(p.program) == CL_SUCCESS)
@@ -233,6 +239,7 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
   auto it = e.programs.find(prog.id);
   if (it == e.programs.end() || it->second.released)
     return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is not a live program"};
+  if (entry.empty()) return Error{Status::InvalidArgument, "kernel: the entry point name must not be empty"};
   ProgramRec& p = it->second;
   if (p.build == ProgramRec::Build::Building)
     return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is still building"};
@@ -289,15 +296,22 @@ Result<void> Engine::Impl::query_params(KernelRec& k, const CachedKernel* cached
     rc = api->clGetKernelArgInfo(k.kernel, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof addr, &addr, nullptr);
     if (rc != CL_SUCCESS)
       return cl::call_error(Status::KernelCompilation, "clGetKernelArgInfo(CL_KERNEL_ARG_ADDRESS_QUALIFIER)", rc);
-    api->clGetKernelArgInfo(k.kernel, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof tq, &tq, nullptr);
-    for (auto [what, out] : {std::pair{CL_KERNEL_ARG_TYPE_NAME, &param.type_name},
-                             std::pair{CL_KERNEL_ARG_NAME, &param.name}}) {
+    // A failed query must not guess: a const input taken as written, or a
+    // scalar of unknown size, would change what the launch does.
+    rc = api->clGetKernelArgInfo(k.kernel, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof tq, &tq, nullptr);
+    if (rc != CL_SUCCESS)
+      return cl::call_error(Status::KernelCompilation, "clGetKernelArgInfo(CL_KERNEL_ARG_TYPE_QUALIFIER)", rc);
+    for (auto [what, label, out] :
+         {std::tuple{CL_KERNEL_ARG_TYPE_NAME, "clGetKernelArgInfo(CL_KERNEL_ARG_TYPE_NAME)", &param.type_name},
+          std::tuple{CL_KERNEL_ARG_NAME, "clGetKernelArgInfo(CL_KERNEL_ARG_NAME)", &param.name}}) {
       std::size_t size = 0;
-      if (api->clGetKernelArgInfo(k.kernel, i, what, 0, nullptr, &size) == CL_SUCCESS && size > 0) {
+      rc = api->clGetKernelArgInfo(k.kernel, i, what, 0, nullptr, &size);
+      if (rc == CL_SUCCESS && size > 0) {
         out->resize(size);
-        api->clGetKernelArgInfo(k.kernel, i, what, size, out->data(), nullptr);
+        rc = api->clGetKernelArgInfo(k.kernel, i, what, size, out->data(), nullptr);
         while (!out->empty() && out->back() == '\0') out->pop_back();
       }
+      if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, label, rc);
     }
     switch (addr) {
       case CL_KERNEL_ARG_ADDRESS_GLOBAL:
