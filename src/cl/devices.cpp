@@ -419,6 +419,9 @@ Result<std::vector<Device>> enumerate_devices(const Api& api,
     }
   }
 
+  // The first platform that failed to list its devices; reported only when
+  // no platform yields a device, so one broken platform never hides the rest.
+  std::optional<Error> skipped;
   for (std::size_t p = 0; p < platforms.size(); ++p) {
     if (!selected[p]) {
       if (debug) {
@@ -436,6 +439,10 @@ Result<std::vector<Device>> enumerate_devices(const Api& api,
       if (debug) {
         std::fprintf(stderr, "uvcl: OpenCL platform %zu: %s: skipped, clGetDeviceIDs: %s\n", p,
                      platform_name_or_blank(api, platforms[p]).c_str(), error_name(rc));
+      }
+      if (!skipped) {
+        skipped = call_error(Status::DeviceEnumeration, "clGetDeviceIDs", rc);
+        skipped->context("OpenCL platform " + std::to_string(p));
       }
       continue;
     }
@@ -458,6 +465,7 @@ Result<std::vector<Device>> enumerate_devices(const Api& api,
       devices.push_back(Device{std::move(info).value(), platforms[p], ids[d]});
     }
   }
+  if (devices.empty() && skipped) return std::move(*skipped);
   return devices;
 }
 

@@ -1,4 +1,5 @@
 // engine.cpp — engine lifecycle, the loop side, drains.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -105,11 +106,18 @@ Engine::~Engine() {
   if (impl_) impl_->shutdown();
 }
 
-void Engine::Impl::shutdown() {
+void Engine::Impl::cancel_windows() {
   // Work still in windows never ran: cancel it.
   for (auto& d : devices) {
     for (Command& c : d->window.take()) fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
   }
+}
+
+void Engine::Impl::shutdown() {
+  cancel_windows();
+  // Open gates first: what waits on a timed launch that never ends would
+  // otherwise keep clFinish waiting.
+  for (auto& [id, e] : events) open_gate(e);
   // Work on the devices: the one blocking wait, at teardown.
   for (auto& d : devices)
     for (Queue& q : d->queues)
@@ -118,6 +126,28 @@ void Engine::Impl::shutdown() {
     collect_completions();
     poll_crosses();
     process_outcomes();
+  }
+  // What is still unfinished (a failed clFinish: a hung or lost device) gets
+  // its callback now, exactly once, as the contract says; a hook also gives
+  // back what it holds (a read's staging block). Callbacks may enqueue more
+  // work, which the next round cancels.
+  while (!hooks.empty()) {
+    cancel_windows();
+    std::vector<CommandId> ids;
+    ids.reserve(hooks.size());
+    for (const auto& [id, hook] : hooks) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    for (CommandId id : ids) {
+      auto h = hooks.find(id);
+      if (h == hooks.end()) continue;
+      FinalHook hook = std::move(h->second);
+      hooks.erase(h);
+      std::optional<Error> error;
+      if (auto p = parked.find(id); p != parked.end() && p->second) error = p->second;
+      else error = Error{Status::Cancelled, "engine destroyed before command " + std::to_string(id) + " completed"};
+      in_user_callback(*this, [&] { hook(id, error); });
+      mark_final(id);
+    }
   }
   for (std::uint64_t id : building) {
     auto it = programs.find(id);
@@ -267,10 +297,19 @@ void Engine::poll() {
   impl_->update_busy();
 }
 
+// The blocking calls run the loop, which must not happen from one of its
+// callbacks; refused before anything is enqueued, so no callback is left
+// pointing at the caller's stack.
+static Result<void> refuse_in_callback(const Engine::Impl& e, const char* call) {
+  if (e.in_callback > 0)
+    return Error{Status::InvalidArgument,
+                 std::string(call) + " called from inside a uvcl callback (uv_run is not re-entrant)"};
+  return {};
+}
+
 Result<void> Engine::run_until(const std::function<bool()>& done) {
   Impl& e = *impl_;
-  if (e.in_callback > 0)
-    return Error{Status::InvalidArgument, "run_until called from inside a uvcl callback (uv_run is not re-entrant)"};
+  UVCL_TRY(refuse_in_callback(e, "run_until"));
   while (!done()) {
     e.submit_all();
     e.update_busy();
@@ -284,6 +323,7 @@ Result<void> Engine::run_until(const std::function<bool()>& done) {
 }
 
 Result<void> Engine::finish() {
+  UVCL_TRY(refuse_in_callback(*impl_, "finish"));
   bool done = false;
   Result<void> result;
   drain([&](Result<void> r) {
@@ -295,6 +335,7 @@ Result<void> Engine::finish() {
 }
 
 Result<std::vector<std::byte>> Engine::read_sync(Buffer src, std::size_t offset, std::size_t bytes) {
+  UVCL_TRY(refuse_in_callback(*impl_, "read_sync"));
   bool done = false;
   std::optional<Error> error;
   std::vector<std::byte> out;
@@ -309,6 +350,7 @@ Result<std::vector<std::byte>> Engine::read_sync(Buffer src, std::size_t offset,
 }
 
 Result<Program> Engine::compile_sync(std::size_t device, const std::string& source, const std::string& options) {
+  UVCL_TRY(refuse_in_callback(*impl_, "compile_sync"));
   bool done = false;
   std::optional<Error> error;
   auto p = compile(device, source, options, [&](Result<void> r) {

@@ -73,6 +73,7 @@ struct Command {
 
 struct EventEntry {
   cl_event event = nullptr;
+  cl_event gate = nullptr;  // timed launches: a user event later work waits on
   std::uint32_t refs = 0;
   std::uint32_t device = 0;
   QueueIndex queue = 0;
@@ -197,8 +198,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   std::unordered_map<std::uint64_t, KernelRec> kernels;
   std::unordered_map<CommandId, EventEntry> events;
   std::unordered_map<CommandId, FinalHook> hooks;
-  std::unordered_map<CommandId, std::optional<Error>> parked;
-  std::unordered_map<CommandId, Timing> timings;  // timed launches, read at completion  // outcome known, event still running
+  std::unordered_map<CommandId, std::optional<Error>> parked;  // outcome known, event still running
+  std::unordered_map<CommandId, Result<Timing>> timings;  // timed launches, read at completion
   std::unordered_map<std::uint64_t, CrossCopy> crosses;
   std::vector<std::uint64_t> building;  // programs being built
   std::vector<std::uint64_t> dying;     // buffers at zero references
@@ -231,6 +232,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   bool busy() const;
   void check_drains();
   void report(const Error& e);  // listener + undrained_error
+  void cancel_windows();  // shutdown: window contents get Cancelled
   void shutdown();
 
   // memory.cpp
@@ -260,6 +262,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void flush_dirty_queues(DeviceCtx& d);
   void collect_completions();
   void event_completed(CommandId id, cl_int status);
+  void open_gate(EventEntry& e);  // completes and drops a timed launch's gate
   void process_outcomes();
   void finalize(CommandId id, const std::optional<Error>& error);
   void mark_final(CommandId id);

@@ -3,6 +3,7 @@
 // Everything checkable without the device is checked here, synchronously,
 // against the kernel's real signature and the device's limits; the message
 // names the kernel and the argument or axis.
+#include <limits>
 #include <algorithm>
 #include <cstring>
 
@@ -123,6 +124,8 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   c.dims = static_cast<std::uint32_t>(l.global.size());
   c.has_local = !l.local.empty();
   std::size_t group = 1;
+  std::size_t work_items = 1;  // product of the global sizes
+  constexpr std::size_t kMaxSize = std::numeric_limits<std::size_t>::max();
   for (std::uint32_t ax = 0; ax < c.dims; ++ax) {
     const std::string axis = "axis " + std::to_string(ax);
     std::size_t local = c.has_local ? l.local[ax] : 0;
@@ -144,6 +147,9 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
       if (!groups)
         return Error{Status::KernelLaunch, where + ": global size of " + axis + " names argument " +
                                                std::to_string(arg) + ", which is not a non-negative integer scalar"};
+      if (*groups > kMaxSize / local)
+        return Error{Status::KernelLaunch, where + ": global size of " + axis + ": " + std::to_string(*groups) +
+                                               " groups of " + std::to_string(local) + " overflow size_t"};
       global = static_cast<std::size_t>(*groups) * local;
     }
     if (global == 0) return Error{Status::KernelLaunch, where + ": global size of " + axis + " must not be 0"};
@@ -153,6 +159,10 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
     if (c.has_local && global % local != 0)
       return Error{Status::KernelLaunch, where + ": global size " + std::to_string(global) + " on " + axis +
                                              " is not a multiple of the local size " + std::to_string(local)};
+    if (global > kMaxSize / work_items)
+      return Error{Status::KernelLaunch, where + ": global size " + std::to_string(global) + " on " + axis +
+                                             " makes the work-item count overflow size_t"};
+    work_items *= global;
     c.global[ax] = global;
     c.local[ax] = local;
   }
@@ -191,7 +201,7 @@ Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
     auto t = e.timings.extract(id);
     if (err) cb(*err);
     else if (t.empty()) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
-    else cb(t.mapped());
+    else cb(std::move(t.mapped()));
   };
   e.enqueue(device, std::move(cmd));
   e.submit_window(device);  // a sync point

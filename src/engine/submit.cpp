@@ -157,7 +157,16 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   }
   sched::WaitList waits;
   for (const Access& a : c.accesses) hazards.collect_waits(buffers.at(a.buffer).hazards, a.write, q, waits);
-  if (d.barrier && !is_complete(*d.barrier)) waits.add(*d.barrier);
+  // A timed launch runs alone: later work waits for it, but only for the
+  // order, through its gate (a user event completed when the launch ends,
+  // whatever its status), so its failure does not fail unrelated work.
+  // Work that reads its data waits on its event, through the hazards.
+  std::optional<CommandId> gate_of;
+  if (d.barrier && !is_complete(*d.barrier)) {
+    const auto& ids = waits.ids();
+    if (std::find(ids.begin(), ids.end(), *d.barrier) == ids.end()) gate_of = d.barrier;
+    waits.add(*d.barrier);
+  }
   if (c.op == Op::Timed) {
     // Alone: after every earlier command of the device.
     for (QueueIndex i = 0; i < d.queues.size(); ++i)
@@ -173,7 +182,20 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
       d.queues[we.queue].dirty = false;
       api->clFlush(d.queues[we.queue].queue);
     }
-    wait_events.push_back(we.event);
+    wait_events.push_back(w == gate_of ? we.gate : we.event);
+  }
+
+  cl_event gate = nullptr;
+  if (c.op == Op::Timed) {
+    cl_int grc = CL_SUCCESS;
+    gate = api->clCreateUserEvent(d.context, &grc);
+    if (grc != CL_SUCCESS || !gate) {
+      Error e = cl::call_error(Status::KernelLaunch, "clCreateUserEvent", grc == CL_SUCCESS ? CL_OUT_OF_RESOURCES : grc);
+      e.context("timed launch (command " + std::to_string(c.id) + ", kernel " + kernels.at(c.kernel).name + ")");
+      report(e);
+      fail_unsubmitted(c, std::move(e));
+      return;
+    }
   }
 
   cl_event ev = nullptr;
@@ -197,6 +219,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     e.context(what + ")");
     report(e);
     fail_unsubmitted(c, std::move(e));
+    if (gate) api->clReleaseEvent(gate);  // nothing waits on it yet
     if (rc == CL_DEVICE_NOT_AVAILABLE || rc == CL_INVALID_COMMAND_QUEUE || rc == CL_INVALID_CONTEXT)
       lose_device(device, Error{Status::DeviceLost, std::string(call) + ": " + cl::error_name(rc)});
     return;
@@ -204,6 +227,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
 
   EventEntry& entry = events[c.id];
   entry.event = ev;
+  entry.gate = gate;
   entry.refs = 1;  // the in-flight reference, dropped at completion
   entry.device = device;
   entry.queue = q;
@@ -337,11 +361,18 @@ void Engine::Impl::event_completed(CommandId id, cl_int status) {
   EventEntry& e = events.at(id);
   e.complete = true;
   e.status = status;
+  open_gate(e);
   if (e.op == Op::Timed && status == CL_COMPLETE) {
     cl_ulong start = 0, end = 0;
-    api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
-    api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
-    timings[id] = Timing{end > start ? end - start : 0, uv_hrtime() - e.submit_ns};
+    cl_int rc = api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+    if (rc == CL_SUCCESS)
+      rc = api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    if (rc != CL_SUCCESS) {
+      timings.insert_or_assign(id, cl::call_error(Status::KernelSync, "clGetEventProfilingInfo", rc)
+                                       .context("timed launch " + std::to_string(id)));
+    } else {
+      timings.insert_or_assign(id, Timing{end > start ? end - start : 0, uv_hrtime() - e.submit_ns});
+    }
   }
   if (trace) trace_completed(id, e);
   std::optional<Error> err;
@@ -403,6 +434,14 @@ Error Engine::Impl::event_error(CommandId id, const EventEntry& e) const {
   }
   what += ") on device " + std::to_string(e.device) + " completed with " + cl::error_name(e.status);
   return Error{s, what};
+}
+
+void Engine::Impl::open_gate(EventEntry& e) {
+  if (!e.gate) return;
+  // A failed status would fail what waits; the gate only orders.
+  api->clSetUserEventStatus(e.gate, CL_COMPLETE);
+  api->clReleaseEvent(e.gate);
+  e.gate = nullptr;
 }
 
 void Engine::Impl::process_outcomes() {

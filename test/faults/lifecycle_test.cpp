@@ -194,11 +194,15 @@ TEST_F(Lifecycle, FailedTimedLaunchDoesNotFailUnrelatedWork) {
     int unrelated_failed = 0;
     std::string example;
     for (int round = 0; round < 10; ++round) {
-      // A fresh output each round: a poisoned kernel output stays poisoned
-      // until a write() or fill() (a relaunch also "reads" it).
+      // Fresh outputs each round: a poisoned kernel output stays poisoned
+      // until a write() or fill() (a relaunch also "reads" it), and a timed
+      // launch refused for a poisoned b would leave the fault to the
+      // independent launch.
+      ASSERT_TRUE(f.e().release(*b).ok());
       ASSERT_TRUE(f.e().release(*d).ok());
+      b = f.e().allocate(0, n * 4);
       d = f.e().allocate(0, n * 4);
-      ASSERT_TRUE(d);
+      ASSERT_TRUE(b && d);
       shim().reset_faults();
       shim().set_fault("event:clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");
       std::optional<Result<Timing>> timed;
