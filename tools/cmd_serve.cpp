@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -36,6 +37,7 @@ struct ServeOptions {
   std::size_t max_jobs = 16;
   std::uint64_t max_buffer_bytes = 256ull << 20;
   std::uint64_t max_launches = 10'000;
+  std::uint64_t max_work_items = 1ull << 32;  // per launch; 0: only the 64-bit bound
 };
 
 Error usage_error(std::string message) { return Error{Status::InvalidArgument, std::move(message)}; }
@@ -114,6 +116,7 @@ Result<ServeOptions> parse_options(const Args& a) {
       {"--max-header", true, 256, &max_header},
       {"--max-buffer-bytes", true, 0, &o.max_buffer_bytes},
       {"--max-launches", false, 0, &o.max_launches},
+      {"--max-work-items", false, 0, &o.max_work_items},
       {"--max-jobs", false, 1, &max_jobs},
       {"--max-connections", false, 1, &max_conn},
       {"--idle-timeout-ms", false, 1, &o.limits.idle_timeout_ms},
@@ -132,6 +135,33 @@ Result<ServeOptions> parse_options(const Args& a) {
   o.limits.max_connections = max_conn;
   o.max_jobs = max_jobs;
   return o;
+}
+
+// Refuses a launch whose work-items (the product of its global sizes) pass
+// 2^64 or `limit` (0: no limit). The engine checks each axis against the
+// device, not the product: on PoCL 3.1 a product that wraps to 0
+// ({4294967296, 4294967296}) aborts the process in its scheduler, and one
+// near 2^64 ties up the device for years.
+Result<void> check_work_items(const job::Job& job, std::uint64_t limit) {
+  for (std::size_t i = 0; i < job.launches.size(); ++i) {
+    const job::Launch& l = job.launches[i];
+    std::uint64_t n = 1;
+    bool overflow = false;
+    std::string sizes;
+    for (std::uint64_t g : l.global) {
+      if (g != 0 && n > UINT64_MAX / g) overflow = true;
+      else n *= g;
+      sizes += (sizes.empty() ? "" : " x ") + std::to_string(g);
+    }
+    const std::string where = "request: launches[" + std::to_string(i) + "].global";
+    if (overflow)
+      return Error{Status::InvalidArgument, where + ": " + sizes + " work-items overflow 64 bits"};
+    if (limit && n > limit)
+      return Error{Status::InvalidArgument, where + ": " + sizes + " = " + std::to_string(n) +
+                                                " work-items, the limit is " + std::to_string(limit) +
+                                                " (--max-work-items)"};
+  }
+  return {};
 }
 
 bool is_loopback(const std::string& host) { return host.rfind("127.", 0) == 0 || host == "::1"; }
@@ -331,6 +361,11 @@ void App::run(http::Request& req, http::Responder r) {
   options.max_launches = opts_.max_launches;
   ++jobs_running_;
   ++jobs_started_;
+  // Counted like the runner's own limits (--max-launches): started, failed.
+  if (auto sized = check_work_items(parsed.value(), opts_.max_work_items); !sized) {
+    job_done(r, std::move(sized).error());
+    return;
+  }
   // The callback may run before run_job returns, or long after the client
   // went away: it only counts and hands the answer to the Responder, which
   // does nothing once its connection closed.

@@ -18,8 +18,8 @@ constexpr const char* kUsage =
     "       uvcl tune JOB.json [--launch I] [--local 16,32,64|8x8,16x16] [--reps N] [--warmup N]\n"
     "                 [--config FILE] [--device N]\n"
     "       uvcl serve [--listen HOST:PORT] [--token-file FILE] [--config FILE] [--max-body BYTES]\n"
-    "                  [--max-header BYTES] [--max-buffer-bytes BYTES] [--max-launches N] [--max-jobs N]\n"
-    "                  [--max-connections N] [--idle-timeout-ms MS] [--request-timeout-ms MS]\n";
+    "                  [--max-header BYTES] [--max-buffer-bytes BYTES] [--max-launches N] [--max-work-items N]\n"
+    "                  [--max-jobs N] [--max-connections N] [--idle-timeout-ms MS] [--request-timeout-ms MS]\n";
 
 struct Command {
   const char* name;
@@ -34,7 +34,7 @@ constexpr Command kCommands[] = {
     {"run", uvcl::cli::cmd_run, " ", " --config --device --out --schedule --trace ", 1},
     {"tune", uvcl::cli::cmd_tune, " ", " --config --device --launch --local --reps --warmup ", 1},
     {"serve", uvcl::cli::cmd_serve, " ",
-     " --listen --token-file --config --max-body --max-header --max-buffer-bytes --max-launches --max-jobs"
+     " --listen --token-file --config --max-body --max-header --max-buffer-bytes --max-launches --max-work-items --max-jobs"
      " --max-connections --idle-timeout-ms --request-timeout-ms ",
      0},
 };

@@ -226,7 +226,7 @@ def main():
         f.write(TOKEN + "\n")
     os.chmod(token_file, 0o600)
     srv = Server("--token-file", token_file, "--max-body", "1M", "--max-header", "8k", "--max-launches", "1000",
-                 "--max-jobs", "32", "--idle-timeout-ms", "700", "--request-timeout-ms", "1000")
+                 "--max-work-items", "1000000", "--max-jobs", "32", "--idle-timeout-ms", "700", "--request-timeout-ms", "1000")
     if not check(srv.port is not None, "server prints its port", srv.stderr()):
         return 1
     port = srv.port
@@ -309,6 +309,19 @@ def main():
            "launches": [], "outputs": []}
     status, _, body = request(port, "POST", "/v1/run", body=json.dumps(big).encode())
     check(status == 422 and "limit" in error_of(body)[1], "over --max-buffer-bytes: 422", f"{status} {body}")
+    # Work-items: the product of the global sizes. One that wraps 2^64 to 0
+    # used to reach PoCL, whose scheduler aborts the process on it.
+    for sizes, what, needle in (([4294967296, 4294967296], "global product overflowing 64 bits", "overflow"),
+                                ([9223372036854775808, 2], "global product of exactly 2^64", "overflow"),
+                                ([2048, 1024], "over --max-work-items", "--max-work-items")):
+        wide = copy.deepcopy(saxpy)
+        wide["launches"][0]["global"] = sizes
+        del wide["launches"][0]["local"]
+        status, _, body = request(port, "POST", "/v1/run", body=json.dumps(wide).encode())
+        st, msg = error_of(body)
+        check(status == 422 and st == "InvalidArgument" and needle in msg, f"{what}: 422", f"{status} {body[:300]}")
+    status, _, _ = request(port, "GET", "/v1/health")
+    check(status == 200 and srv.proc.poll() is None, "the server is alive after huge global sizes", f"{status}")
 
     # --- sizes ----------------------------------------------------------------------------
     status, _, body = request(port, "POST", "/v1/run", body=b" " * (1536 << 10))
