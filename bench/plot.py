@@ -21,6 +21,28 @@ def cdf(ax, samples, label):
     ax.plot(s, [(i + 1) / n for i in range(n)], label="%s (n=%d)" % (label, n))
 
 
+def finish(plt, fig, ax, path, made, grid_which="major", legend_size=None):
+    """The end every figure shares: grid, legend, layout, PNG written, closed."""
+    ax.grid(alpha=0.3, which=grid_which)
+    ax.legend(fontsize=legend_size)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    made.append(path)
+
+
+def cdf_figure(plt, curves, xlabel, ylabel, title, path, made, legend_size=None):
+    """One figure of CDFs, (samples, label) each, on a log x axis."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for samples, label in curves:
+        cdf(ax, samples, label)
+    ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    finish(plt, fig, ax, path, made, grid_which="both", legend_size=legend_size)
+
+
 def plot_run(plt, j, tag, title, out):
     figs = j.get("figures", {})
     made = []
@@ -40,50 +62,24 @@ def plot_run(plt, j, tag, title, out):
         ax.set_xlabel("in-order queues")
         ax.set_ylabel("speedup over bare OpenCL, 1 queue")
         ax.set_title("%s: 64 independent chains of one-work-group kernels" % title, fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend()
-        fig.tight_layout()
-        p = os.path.join(out, "concurrency_%s.png" % tag)
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
+        finish(plt, fig, ax, os.path.join(out, "concurrency_%s.png" % tag), made)
     f3 = figs.get("3")
     if f3 and "samples" in f3:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        cdf(ax, f3["samples"].get("uvcl"), "uvcl: read callback on the loop")
-        cdf(ax, f3["samples"].get("bare"), "bare: launch + blocking read")
-        cdf(ax, f3.get("pyopencl_samples"), "pyopencl: launch + blocking read")
-        ax.set_xscale("log")
-        ax.set_xlabel("launch -> 4-byte read-back (us, log scale)")
-        ax.set_ylabel("fraction of round trips")
-        ax.set_title("%s: completion latency" % title, fontsize=10)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend()
-        fig.tight_layout()
-        p = os.path.join(out, "latency_%s.png" % tag)
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
+        cdf_figure(plt, [(f3["samples"].get("uvcl"), "uvcl: read callback on the loop"),
+                         (f3["samples"].get("bare"), "bare: launch + blocking read"),
+                         (f3.get("pyopencl_samples"), "pyopencl: launch + blocking read")],
+                   "launch -> 4-byte read-back (us, log scale)", "fraction of round trips",
+                   "%s: completion latency" % title, os.path.join(out, "latency_%s.png" % tag), made)
     f4 = figs.get("4")
     if f4 and "samples" in f4:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
         s = f4["samples"]
-        for key, label in (("uvcl", "uvcl, device-bound load"), ("bare", "bare loop, device-bound load"),
-                           ("uvcl_host_bound", "uvcl, host-bound load"), ("bare_host_bound", "bare, host-bound load"),
-                           ("idle", "idle loop")):
-            if s.get(key):
-                cdf(ax, [max(x, 1.0) for x in s[key]], label)
-        ax.set_xscale("log")
-        ax.set_xlabel("1 ms timer lag (us, log scale; 0 drawn at 1)")
-        ax.set_ylabel("fraction of ticks")
-        ax.set_title("%s: loop lag under load" % title, fontsize=10)
-        ax.grid(alpha=0.3, which="both")
-        ax.legend(fontsize=8)
-        fig.tight_layout()
-        p = os.path.join(out, "lag_%s.png" % tag)
-        fig.savefig(p, dpi=110)
-        plt.close(fig)
-        made.append(p)
+        curves = [([max(x, 1.0) for x in s[key]], label)
+                  for key, label in (("uvcl", "uvcl, device-bound load"), ("bare", "bare loop, device-bound load"),
+                                     ("uvcl_host_bound", "uvcl, host-bound load"),
+                                     ("bare_host_bound", "bare, host-bound load"), ("idle", "idle loop"))
+                  if s.get(key)]
+        cdf_figure(plt, curves, "1 ms timer lag (us, log scale; 0 drawn at 1)", "fraction of ticks",
+                   "%s: loop lag under load" % title, os.path.join(out, "lag_%s.png" % tag), made, legend_size=8)
     return made
 
 

@@ -225,6 +225,10 @@ class Engine {
   std::string trace_json() const;
   void set_schedule_recorder(std::function<void(const ScheduleEntry&)> recorder);
   EngineStats stats() const;
+  // Expires when the engine is destroyed. For code that keeps a reference to
+  // the engine in its own loop handles (the job runner): check it before
+  // touching the engine from a callback that may run after teardown.
+  std::weak_ptr<const void> lifetime() const;
 
   struct Impl;
 

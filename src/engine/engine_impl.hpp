@@ -185,6 +185,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   uv_loop_t* loop = nullptr;
   std::unique_ptr<uv_loop_t> own_loop;
   loop::Handles* handles = nullptr;
+  std::shared_ptr<const void> lifetime = std::make_shared<char>(0);  // Engine::lifetime()
   std::vector<std::unique_ptr<DeviceCtx>> devices;
   std::unique_ptr<ProgramCache> cache;  // with config.cache_dir
   std::unique_ptr<ProgramMemo> memo;    // built programs, config.program_memo entries

@@ -79,8 +79,9 @@ Result<void> upload_tensor(Engine& engine, disk::DiskPool& disk, const std::stri
       .context(where);
 }
 
-// One job's state machine: Building -> Running -> Reading -> Done. Owned by
-// shared_ptr copies in the engine callbacks, so it lives until the last one.
+// One job's state machine: Building -> Launching (a chunk per loop
+// iteration) -> Reading -> Done. Owned by shared_ptr copies in the engine
+// callbacks and the launch turns, so it lives until the last one.
 class JobRun : public std::enable_shared_from_this<JobRun> {
  public:
   JobRun(Engine& e, Job job, RunOptions opts, RunCallback done)
@@ -98,6 +99,10 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   Result<void> make_kernels();
   Result<void> make_buffers();
   Result<void> enqueue_launches();
+  bool launch_chunk();  // false once every launch is enqueued or the job failed
+  void open_turns();
+  void close_turns();
+  static void on_turn(uv_check_t* h);
   void read_outputs();
   void hand_over();
   void fail(Error e);
@@ -125,6 +130,23 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   EngineStats stats_before_;
   std::uint64_t t_start_ = 0, t_run_ = 0;
   std::vector<std::string> schedule_;
+  // The launch enqueued next: launches_[next_launch_], its next_repeat_-th run.
+  std::size_t next_launch_ = 0;
+  std::uint64_t next_repeat_ = 0;
+  // While launches remain after the first chunk: a uv_check handle enqueues
+  // the next chunk once per loop iteration (after the poll, so a run_until
+  // looking at the engine always sees the chunk in flight), and an idle
+  // handle keeps that poll from blocking. Heap block freed by its last close
+  // callback; it holds the run alive until closed.
+  struct Turns {
+    uv_check_t check{};
+    uv_idle_t idle{};
+    std::shared_ptr<JobRun> run;
+    int open = 0;
+  };
+  Turns* turns_ = nullptr;
+  std::weak_ptr<const void> engine_alive_;
+  bool engine_gone_ = false;
 };
 
 Result<void> JobRun::start() {
@@ -231,7 +253,87 @@ void JobRun::run() {
     hand_over();
     return;
   }
+  if (launch_chunk()) open_turns();
+}
+
+// Enqueues up to opts_.launches_per_turn launches in program order. When the
+// last one is in, starts the reads (or the drain). false when nothing is left
+// to do from the loop: all enqueued, or the job failed.
+bool JobRun::launch_chunk() {
+  const std::uint64_t budget = opts_.launches_per_turn;
+  std::uint64_t n = 0;
+  while (next_launch_ < launches_.size()) {
+    if (next_repeat_ >= job_.launches[next_launch_].repeat) {
+      ++next_launch_;
+      next_repeat_ = 0;
+      continue;
+    }
+    if (budget && n == budget) return true;  // more next turn
+    if (auto res = engine_.launch(launches_[next_launch_]); !res) {
+      fail(std::move(res).error().context("launches[" + std::to_string(next_launch_) + "]"));
+      return false;
+    }
+    ++next_repeat_;
+    ++result_.stats.launches;
+    ++n;
+  }
+  close_turns();
   read_outputs();
+  return false;
+}
+
+void JobRun::open_turns() {
+  engine_alive_ = engine_.lifetime();
+  auto* t = new Turns;
+  uv_loop_t* loop = engine_.loop();
+  if (int rc = uv_check_init(loop, &t->check); rc != 0) {
+    delete t;
+    fail(Error{Status::Initialization, std::string("job runner: uv_check_init: ") + uv_strerror(rc)});
+    return;
+  }
+  ++t->open;
+  t->check.data = t;
+  if (int rc = uv_idle_init(loop, &t->idle); rc != 0) {
+    turns_ = t;
+    close_turns();
+    fail(Error{Status::Initialization, std::string("job runner: uv_idle_init: ") + uv_strerror(rc)});
+    return;
+  }
+  ++t->open;
+  t->idle.data = t;
+  t->run = shared_from_this();
+  turns_ = t;
+  uv_check_start(&t->check, on_turn);
+  uv_idle_start(&t->idle, [](uv_idle_t*) {});  // only keeps the poll from blocking
+}
+
+void JobRun::on_turn(uv_check_t* h) {
+  auto* t = static_cast<Turns*>(h->data);
+  std::shared_ptr<JobRun> self = t->run;  // close_turns drops t->run
+  if (self->engine_alive_.expired() || self->engine_.device_count() == 0) {
+    // The engine was destroyed (or is being): nothing of the job is left to
+    // release. The callback still runs once, as for work in its windows.
+    self->close_turns();
+    self->engine_gone_ = true;
+    self->fail(Error{Status::Cancelled, "engine destroyed while the job's launches were being enqueued"});
+    return;
+  }
+  self->launch_chunk();
+}
+
+void JobRun::close_turns() {
+  Turns* t = turns_;
+  if (!t) return;
+  turns_ = nullptr;
+  uv_check_stop(&t->check);
+  uv_idle_stop(&t->idle);
+  t->run.reset();
+  auto on_close = [](uv_handle_t* h) {
+    auto* turns = static_cast<Turns*>(h->data);
+    if (--turns->open == 0) delete turns;
+  };
+  if (t->open >= 1) uv_close(reinterpret_cast<uv_handle_t*>(&t->check), on_close);
+  if (t->open >= 2) uv_close(reinterpret_cast<uv_handle_t*>(&t->idle), on_close);
 }
 
 Result<void> JobRun::make_kernels() {
@@ -333,14 +435,8 @@ Result<void> JobRun::enqueue_launches() {
     if (auto r = engine_.check_launch(l); !r) return std::move(r).error().context(where);
     launches.push_back(std::move(l));
   }
-  if (prepared_) return {};  // prepare_job: the caller launches
-  // Everything checked: nothing runs unless all of it can.
-  for (std::size_t li = 0; li < launches.size(); ++li)
-    for (std::uint64_t r = 0; r < job_.launches[li].repeat; ++r) {
-      if (auto res = engine_.launch(launches[li]); !res)
-        return std::move(res).error().context("launches[" + std::to_string(li) + "]");
-      ++result_.stats.launches;
-    }
+  // Everything checked: nothing runs unless all of it can. launch_chunk
+  // enqueues them (prepare_job: the caller launches).
   return {};
 }
 
@@ -443,6 +539,13 @@ void JobRun::finish() {
 }
 
 void JobRun::cleanup() {
+  close_turns();
+  if (engine_gone_) {  // the engine released everything itself
+    buffers_.clear();
+    kernels_.clear();
+    programs_.clear();
+    return;
+  }
   if (opts_.record_schedule) engine_.set_schedule_recorder({});
   for (uvcl::Buffer b : buffers_) (void)engine_.release(b);
   for (uvcl::Kernel k : kernels_) (void)engine_.release(k);

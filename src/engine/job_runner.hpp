@@ -25,6 +25,11 @@ struct RunOptions {
   bool record_schedule = false;        // fills RunResult::schedule_json
   std::uint64_t max_buffer_bytes = 0;  // 0: no limit beyond the device's
   std::uint64_t max_launches = 0;      // 0: no limit
+  // Launches enqueued per loop iteration. A job's launches (repeats
+  // expanded) are enqueued in program order, this many at a time, from a
+  // uv_check handle on the engine's loop, so other handles (a server's
+  // clients, timers) run between the chunks. 0: all in one go.
+  std::uint64_t launches_per_turn = 256;
 };
 
 struct Output {

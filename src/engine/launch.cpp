@@ -183,6 +183,8 @@ Result<void> Engine::launch(const Launch& l) {
   return {};
 }
 
+std::weak_ptr<const void> Engine::lifetime() const { return impl_->lifetime; }
+
 Result<void> Engine::check_launch(const Launch& l) {
   auto c = impl_->resolve_launch(l, Op::Launch);
   if (!c) return std::move(c).error();

@@ -100,6 +100,8 @@ def main():
         pc = open(pc_path).read()
         check(re.search(r"^Requires:.*\blibuv\b", pc, re.M) is not None, "uvcl.pc requires libuv")
         check(not re.search(r"^Libs:.*-lOpenCL", pc, re.M), "uvcl.pc does not link -lOpenCL (it is loaded at run time)")
+        check(not re.search(r"^Requires(\.private)?:.*(OpenCL|simdjson)", pc, re.M),
+              "uvcl.pc requires neither OpenCL-Headers nor simdjson (both internal)")
         prefix = re.search(r"^prefix=(.*)$", pc, re.M).group(1).strip()
 
         # Compile and run a tiny program against the installed tree.
@@ -110,6 +112,12 @@ def main():
             print(flags.stderr)
             return 1
         print("  flags:", flags.stdout.strip())
+        check("SIMDJSON" not in flags.stdout, "no simdjson compile flags reach consumers")
+        static = run(["pkg-config", "--define-variable=prefix=" + dest + prefix, "--static", "--libs", "uvcl"], env=env)
+        print("  --static --libs:", static.stdout.strip())
+        # libuvcl.so links libsimdjson.so and libuv: a static link needs both.
+        check(static.returncode == 0 and all(f in shlex.split(static.stdout) for f in ("-luvcl", "-luv", "-lsimdjson")),
+              "pkg-config --static --libs uvcl names -luvcl, -luv and -lsimdjson")
         check(dest in flags.stdout, "pkg-config points into the installed tree")
         libdirs = [f[2:] for f in shlex.split(flags.stdout) if f.startswith("-L")]
         src = os.path.join(tmp, "hello.cpp")
