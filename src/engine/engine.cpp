@@ -11,12 +11,12 @@ namespace uvcl {
 
 const char* op_name(Op op) noexcept {
   switch (op) {
-    case Op::Launch: return "launch";
+    case Op::Launch:
     case Op::Timed: return "launch";
     case Op::Write: return "write";
     case Op::Fill: return "fill";
     case Op::Read: return "read";
-    case Op::Copy: return "copy";
+    case Op::Copy:
     case Op::CrossWrite: return "copy";
   }
   return "?";
@@ -107,11 +107,11 @@ Engine::~Engine() {
 
 void Engine::Impl::shutdown() {
   // Work still in windows never ran: cancel it.
-  for (auto& d : devices) {
+  for (const auto& d : devices) {
     for (Command& c : d->window.take()) fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
   }
   // Work on the devices: the one blocking wait, at teardown.
-  for (auto& d : devices)
+  for (const auto& d : devices)
     for (Queue& q : d->queues)
       if (q.queue) api->clFinish(q.queue);
   for (int round = 0; round < 4; ++round) {

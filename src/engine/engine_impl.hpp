@@ -254,7 +254,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void submit_window(std::uint32_t device);
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);
-  void fail_unsubmitted(Command& c, Error e);
+  void fail_unsubmitted(const Command& c, Error e);
   cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
                     const char** call);
   void flush_dirty_queues(DeviceCtx& d);
