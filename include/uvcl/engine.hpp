@@ -73,7 +73,7 @@ struct KernelArg {
   std::size_t local_bytes = 0;
 
   static KernelArg of(uvcl::Buffer b) { KernelArg a; a.kind = Kind::Buffer; a.buffer = b; return a; }
-  static KernelArg of(uvcl::Scalar s) { KernelArg a; a.kind = Kind::Scalar; a.scalar = s; return a; }
+  static KernelArg of(const uvcl::Scalar& s) { KernelArg a; a.kind = Kind::Scalar; a.scalar = s; return a; }
   template <class T>
   static KernelArg value(T v) { return of(uvcl::Scalar::of(v)); }
   static KernelArg local(std::size_t bytes) { KernelArg a; a.kind = Kind::Local; a.local_bytes = bytes; return a; }

@@ -13,6 +13,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "uvcl/status.hpp"
@@ -64,6 +65,7 @@ namespace uvcl::cl {
   X(clSetUserEventStatus)
 
 struct Api {
+// NOLINTNEXTLINE(bugprone-macro-parentheses): `name` is an identifier, not an expression
 #define UVCL_CL_MEMBER(name) decltype(&::name) name = nullptr;
   UVCL_CL_ENTRY_POINTS(UVCL_CL_MEMBER)
 #undef UVCL_CL_MEMBER
@@ -94,7 +96,7 @@ class Library {
   const Api& api() const { return api_; }
 
  private:
-  explicit Library(Api api) : api_(api) {}
+  explicit Library(Api api) : api_(std::move(api)) {}
   Api api_;
 };
 

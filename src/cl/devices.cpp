@@ -128,7 +128,7 @@ class Querier {
   do {                                                               \
     auto uvcl_assign_result_ = (expr);                               \
     if (!uvcl_assign_result_.ok()) return std::move(uvcl_assign_result_).error(); \
-    target = std::move(uvcl_assign_result_).value();                 \
+    (target) = std::move(uvcl_assign_result_).value();               \
   } while (0)
 
 DeviceType device_type_of(cl_device_type t) {

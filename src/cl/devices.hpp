@@ -44,6 +44,6 @@ bool has_extension(std::string_view extensions, std::string_view name) noexcept;
 // Every DeviceInfo field as one JSON object (valid UTF-8; driver strings
 // escaped, invalid bytes replaced by U+FFFD), for `uvcl devices --json` and
 // run reports. Integers are exact (no double rounding on output).
-std::string device_info_json(const DeviceInfo& info);
+std::string device_info_json(const DeviceInfo& d);
 
 }  // namespace uvcl::cl

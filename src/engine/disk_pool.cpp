@@ -99,7 +99,7 @@ std::size_t DiskPool::mapped() const {
   return n;
 }
 
-Result<void> upload(Engine& engine, std::shared_ptr<const Mapping> file, std::size_t offset, std::size_t bytes,
+Result<void> upload(Engine& engine, const std::shared_ptr<const Mapping>& file, std::size_t offset, std::size_t bytes,
                     Buffer dst, std::size_t dst_offset, DoneCallback on_done) {
   if (!file) return Error{Status::InvalidArgument, "upload: no mapping"};
   const std::span<const std::byte> all = file->bytes();

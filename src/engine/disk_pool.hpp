@@ -88,7 +88,7 @@ class DiskPool {
 // The mapping is kept mapped until the write has completed; then on_done
 // runs (if given). As with every engine call: when this returns an error,
 // nothing was enqueued and on_done is never called.
-Result<void> upload(Engine& engine, std::shared_ptr<const Mapping> file, std::size_t offset, std::size_t bytes,
+Result<void> upload(Engine& engine, const std::shared_ptr<const Mapping>& file, std::size_t offset, std::size_t bytes,
                     Buffer dst, std::size_t dst_offset, DoneCallback on_done = {});
 
 }  // namespace uvcl::disk

@@ -12,12 +12,12 @@ namespace uvcl {
 
 const char* op_name(Op op) noexcept {
   switch (op) {
-    case Op::Launch: return "launch";
+    case Op::Launch:
     case Op::Timed: return "launch";
     case Op::Write: return "write";
     case Op::Fill: return "fill";
     case Op::Read: return "read";
-    case Op::Copy: return "copy";
+    case Op::Copy:
     case Op::CrossWrite: return "copy";
   }
   return "?";
@@ -108,7 +108,7 @@ Engine::~Engine() {
 
 void Engine::Impl::cancel_windows() {
   // Work still in windows never ran: cancel it.
-  for (auto& d : devices) {
+  for (const auto& d : devices) {
     for (Command& c : d->window.take()) fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
   }
 }
@@ -119,7 +119,7 @@ void Engine::Impl::shutdown() {
   // otherwise keep clFinish waiting.
   for (auto& [id, e] : events) open_gate(e);
   // Work on the devices: the one blocking wait, at teardown.
-  for (auto& d : devices)
+  for (const auto& d : devices)
     for (Queue& q : d->queues)
       if (q.queue) api->clFinish(q.queue);
   for (int round = 0; round < 4; ++round) {

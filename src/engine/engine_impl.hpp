@@ -257,7 +257,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void submit_window(std::uint32_t device);
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);
-  void fail_unsubmitted(Command& c, Error e);
+  void fail_unsubmitted(const Command& c, Error e);
   cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
                     const char** call);
   void flush_dirty_queues(DeviceCtx& d);
@@ -272,11 +272,11 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void lose_device(std::uint32_t device, const Error& why);
 
   // transfers.cpp
-  void cross_chunk_read(std::uint64_t cross, std::size_t chunk, const std::optional<Error>& error);
+  void cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error);
   void cross_start_writes(std::uint64_t cross);
   void poll_crosses();
-  void cross_finish(std::uint64_t cross);
-  void submit_cross_write(DeviceCtx& d, Command& c, const std::vector<cl_event>& waits, cl_event* ev);
+  void cross_finish(std::uint64_t xid);
+  void submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
 };
 
 // Runs fn with the re-entrancy guard that run_until checks.

@@ -445,6 +445,8 @@ Result<void> JobRun::enqueue_launches() {
 class Prepared final : public PreparedJob {
  public:
   explicit Prepared(std::shared_ptr<JobRun> run) : run_(std::move(run)) {}
+  Prepared(const Prepared&) = delete;
+  Prepared& operator=(const Prepared&) = delete;
   ~Prepared() override { run_->cleanup(); }
   std::size_t device() const override { return run_->device_; }
   const std::vector<uvcl::Launch>& launches() const override { return run_->launches_; }
@@ -619,7 +621,7 @@ void append_output(std::string& out, const Output& o) {
     case ScalarType::Half: {
       const std::size_t n = o.data.size() / 2;
       for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
+        std::uint16_t h = 0;
         std::memcpy(&h, o.data.data() + i * 2, 2);
         if (i) out += ", ";
         append_number(out, half_to_float(h));

@@ -53,9 +53,9 @@ std::optional<std::uint64_t> integer_value(const Scalar& s) {
   if (scalar_is_float(s.type)) return std::nullopt;
   std::int64_t v = 0;
   switch (scalar_size(s.type)) {
-    case 1: { std::int8_t x; std::memcpy(&x, s.bytes.data(), 1); v = scalar_is_signed(s.type) ? x : static_cast<std::uint8_t>(x); break; }
-    case 2: { std::int16_t x; std::memcpy(&x, s.bytes.data(), 2); v = scalar_is_signed(s.type) ? x : static_cast<std::uint16_t>(x); break; }
-    case 4: { std::int32_t x; std::memcpy(&x, s.bytes.data(), 4); v = scalar_is_signed(s.type) ? x : static_cast<std::uint32_t>(x); break; }
+    case 1: { std::int8_t x = 0; std::memcpy(&x, s.bytes.data(), 1); v = scalar_is_signed(s.type) ? x : static_cast<std::uint8_t>(x); break; }
+    case 2: { std::int16_t x = 0; std::memcpy(&x, s.bytes.data(), 2); v = scalar_is_signed(s.type) ? x : static_cast<std::uint16_t>(x); break; }
+    case 4: { std::int32_t x = 0; std::memcpy(&x, s.bytes.data(), 4); v = scalar_is_signed(s.type) ? x : static_cast<std::uint32_t>(x); break; }
     default: std::memcpy(&v, s.bytes.data(), 8); break;
   }
   if (v < 0) return std::nullopt;

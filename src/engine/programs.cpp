@@ -32,7 +32,7 @@ std::size_t type_size(std::string name) {
   if (digits < name.size()) {
     lanes = std::stoul(name.substr(digits));
     if (lanes == 3) lanes = 4;  // 3-vectors occupy 4 lanes
-    name = name.substr(0, digits);
+    name.resize(digits);
   }
   if (auto t = scalar_type_from_name(name)) return scalar_size(*t) * lanes;
   if (name == "uchar" || name == "bool") return lanes;
@@ -177,7 +177,7 @@ void Engine::Impl::poll_builds() {
   for (std::size_t i = 0; i < building.size();) {
     const std::uint64_t id = building[i];
     ProgramRec& p = programs.at(id);
-    const cl_device_id dev = devices[p.device]->dev.id;
+    cl_device_id dev = devices[p.device]->dev.id;
     if (p.build == ProgramRec::Build::Building) {
       cl_build_status status = CL_BUILD_IN_PROGRESS;
       cl_int rc = api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_STATUS, sizeof status, &status,

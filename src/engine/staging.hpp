@@ -46,7 +46,7 @@ class StagingPool {
   std::size_t blocks_live() const { return live_; }
 
  private:
-  Result<Staging> map_new(std::size_t bytes);
+  Result<Staging> map_new(std::size_t want);
   void destroy(Staging& s);
   const cl::Api& api_;
   cl_context context_;

@@ -109,7 +109,7 @@ static void discard_unsubmitted(Engine::Impl& e, const Command& c, const Error& 
   }
 }
 
-void Engine::Impl::fail_unsubmitted(Command& c, Error err) {
+void Engine::Impl::fail_unsubmitted(const Command& c, Error err) {
   if (!graph.state(c.id)) graph.add(c.id, {});
   discard_unsubmitted(*this, c, err);
   graph.fail(c.id, std::move(err));
@@ -169,9 +169,8 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   }
   if (c.op == Op::Timed) {
     // Alone: after every earlier command of the device.
-    for (QueueIndex i = 0; i < d.queues.size(); ++i)
-      if (!d.queues[i].in_flight.empty() && !is_complete(d.queues[i].in_flight.back()))
-        waits.add(d.queues[i].in_flight.back());
+    for (const Queue& q : d.queues)
+      if (!q.in_flight.empty() && !is_complete(q.in_flight.back())) waits.add(q.in_flight.back());
   }
   std::vector<cl_event> wait_events;
   wait_events.reserve(waits.ids().size());
@@ -295,7 +294,7 @@ cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const st
         cl_int rc = CL_SUCCESS;
         if (a.kind == KernelArg::Kind::Buffer) {
           cl_mem m = buffers.at(a.buffer.id).mem;
-          rc = api->clSetKernelArg(k.kernel, i, sizeof m, &m);
+          rc = api->clSetKernelArg(k.kernel, i, sizeof m, &m);  // NOLINT(bugprone-sizeof-expression): the handle itself is the argument
         } else if (a.kind == KernelArg::Kind::Scalar) {
           rc = api->clSetKernelArg(k.kernel, i, a.scalar.size(), a.scalar.bytes.data());
         } else {
@@ -338,7 +337,7 @@ cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const st
 // --- completions --------------------------------------------------------------
 
 void Engine::Impl::collect_completions() {
-  for (auto& dp : devices) {
+  for (const auto& dp : devices) {
     DeviceCtx& d = *dp;
     for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
       Queue& q = d.queues[qi];

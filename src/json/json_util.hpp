@@ -63,6 +63,7 @@ class Reader {
   Reader(std::string_view origin, Status status) : origin_(origin), status_(status) {}
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
+  ~Reader() = default;
 
   // Parses `input` (copied into padded storage); the top level must be an object.
   Result<od::object> open(std::string_view input);
@@ -166,7 +167,7 @@ Result<void> Reader::elements(od::array& arr, const Path& at, F&& fn) {
   std::size_t i = 0;
   for (auto item : arr) {
     od::value value;
-    if (auto e = std::move(item).get(value)) return syntax(e, nullptr);
+    if (auto e = item.get(value)) return syntax(e, nullptr);
     const Path child = at.index(i);
     Result<void> r = fn(i, value, child);
     if (!r) return r;

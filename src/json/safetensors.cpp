@@ -145,7 +145,7 @@ Result<void> HeaderParser::read_tensor(od::value& v, TensorInfo& t, std::uint64_
       std::size_t i = 0;
       for (auto item2 : arr) {
         od::value dim;
-        if (auto e = std::move(item2).get(dim)) return syntax(e);
+        if (auto e = item2.get(dim)) return syntax(e);
         std::uint64_t n = 0;
         UVCL_TRY(read_u64(dim, at + "[" + std::to_string(i) + "]", "a non-negative integer", n));
         t.shape.push_back(n);
@@ -159,7 +159,7 @@ Result<void> HeaderParser::read_tensor(od::value& v, TensorInfo& t, std::uint64_
       std::size_t i = 0;
       for (auto item2 : arr) {
         od::value x;
-        if (auto e = std::move(item2).get(x)) return syntax(e);
+        if (auto e = item2.get(x)) return syntax(e);
         if (i >= 2) return fail(at, "expected two offsets [begin, end], got more");
         UVCL_TRY(read_u64(x, at + "[" + std::to_string(i) + "]", "a non-negative byte offset", off[i]));
         ++i;
@@ -267,7 +267,7 @@ std::optional<DType> dtype_from_name(std::string_view name) noexcept {
 
 std::optional<ScalarType> scalar_type_of(DType t) noexcept {
   switch (t) {
-    case DType::Bool: return ScalarType::UChar;
+    case DType::Bool:
     case DType::U8: return ScalarType::UChar;
     case DType::I8: return ScalarType::Char;
     case DType::I16: return ScalarType::Short;

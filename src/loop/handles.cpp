@@ -1,5 +1,6 @@
 #include "loop/handles.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -15,7 +16,7 @@ struct WakeRegistry {
   std::uintptr_t next = 1;
 };
 WakeRegistry& registry() {
-  static WakeRegistry* r = new WakeRegistry;  // never destroyed: callbacks may outlive statics
+  static auto* r = new WakeRegistry;  // never destroyed: callbacks may outlive statics
   return *r;
 }
 
@@ -96,7 +97,7 @@ void Handles::close() {
     delete this;
     return;
   }
-  const int n = open_handles_;
+  const int n = std::min(open_handles_, 3);  // prepare, timer, async
   uv_handle_t* all[3] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
                          reinterpret_cast<uv_handle_t*>(&async_)};
   for (int i = 0; i < n; ++i) uv_close(all[i], &Handles::on_close);

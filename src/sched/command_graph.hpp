@@ -55,8 +55,8 @@ class CommandGraph {
     std::vector<CommandId> dependents;
   };
   void transition(Node& n, CommandEvent e);
-  void settle_from(CommandId id);
-  void fail_from(CommandId id, Error error);
+  void settle_from(CommandId first);
+  void fail_from(CommandId first, Error error);
   void retire(CommandId id);
 
   std::unordered_map<CommandId, Node> nodes_;
