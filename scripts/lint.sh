@@ -2,6 +2,7 @@
 # Static analysis of uvcl's library sources: clang-tidy (.clang-tidy) and
 # cppcheck (.cppcheck-suppressions) over src/ and include/uvcl, using the
 # compile database of the build directory. Exits non-zero on any finding.
+# Not part of the test suite: clang-tidy takes about 11 min on 2 cores.
 # Usage: scripts/lint.sh [BUILD_DIR]   (default: build; LINT_JOBS=N, default 2)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -14,7 +15,7 @@ if [ ! -f "$db" ]; then
   exit 2
 fi
 for tool in clang-tidy cppcheck; do
-  command -v "$tool" >/dev/null || { echo "lint: $tool not found (scripts/setup.sh installs it)" >&2; exit 2; }
+  command -v "$tool" >/dev/null || { echo "lint: $tool not found (apt-get install clang-tidy cppcheck)" >&2; exit 2; }
 done
 
 # The library's translation units, as the compile database names them.

@@ -7,8 +7,7 @@ build=${1:-build}
 
 packages=(meson ninja-build g++ pkg-config python3 libuv1-dev libsimdjson-dev opencl-headers
           ocl-icd-libopencl1 pocl-opencl-icd libgtest-dev libbenchmark-dev
-          libhttp-parser-dev curl oclgrind
-          clang-tidy cppcheck)  # clang-tidy and cppcheck: scripts/lint.sh
+          libhttp-parser-dev curl oclgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
