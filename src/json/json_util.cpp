@@ -117,6 +117,8 @@ std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
   return std::nullopt;
 }
 
+}  // namespace
+
 // simdjson's first stage reports some errors without a position; find it.
 std::optional<std::size_t> locate_scan_error(std::string_view s, simdjson::error_code code) noexcept {
   if (code == simdjson::UTF8_ERROR) return first_invalid_utf8(s);
@@ -141,8 +143,6 @@ std::optional<std::size_t> locate_scan_error(std::string_view s, simdjson::error
   if (in_string && code == simdjson::UNCLOSED_STRING) return string_start;
   return std::nullopt;
 }
-
-}  // namespace
 
 void Path::append_to(std::string& out) const {
   if (parent_ != nullptr) parent_->append_to(out);

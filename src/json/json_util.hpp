@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -22,6 +23,10 @@
 namespace uvcl::json {
 
 namespace od = simdjson::ondemand;
+
+// The byte offset in `s` of a first-stage (scan) error simdjson reports
+// without a position (bad UTF-8, a control character or an unclosed string).
+std::optional<std::size_t> locate_scan_error(std::string_view s, simdjson::error_code code) noexcept;
 
 // A key path ("launches[2].args[0]") built on the stack as parsing descends.
 // Rendering to text happens only when an error needs it, so visiting a

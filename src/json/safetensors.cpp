@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <unordered_set>
 
 #include "json/json_util.hpp"
@@ -60,11 +61,20 @@ class HeaderParser {
       return fail(where, "expected " + std::string(expected) + ", got " + json::describe_token(token));
     return syntax(code);
   }
+  // The position comes from the document only once iterate() has succeeded:
+  // before that the document holds no iterator and current_location() would
+  // read through a null pointer. Scan errors are located in the text instead.
   Error syntax(simdjson::error_code code) {
     std::string at;
-    const char* p = nullptr;
-    if (!doc_.current_location().get(p) && p >= input_.data() && p <= input_.data() + input_.size())
-      at = " at byte " + std::to_string(p - input_.data()) + " of the header";
+    std::optional<std::size_t> pos;
+    if (doc_ready_) {
+      const char* p = nullptr;
+      if (!doc_.current_location().get(p) && p >= input_.data() && p <= input_.data() + input_.size())
+        pos = static_cast<std::size_t>(p - input_.data());
+    } else {
+      pos = json::locate_scan_error(std::string_view(input_.data(), input_.size()), code);
+    }
+    if (pos) at = " at byte " + std::to_string(*pos) + " of the header";
     return fail("", "malformed JSON header" + at + ": " + simdjson::error_message(code));
   }
   static std::string_view token(od::value& v) noexcept {
@@ -84,6 +94,7 @@ class HeaderParser {
   simdjson::padded_string input_;
   od::parser parser_;
   od::document doc_;
+  bool doc_ready_ = false;  // iterate() succeeded: doc_ may be asked for a location
 };
 
 Result<void> HeaderParser::read_metadata(od::value& v, Header& h) {
@@ -203,6 +214,7 @@ Result<Header> HeaderParser::run(std::string_view json, std::uint64_t data_offse
                         ")");
   input_ = simdjson::padded_string(json);
   if (auto e = parser_.iterate(input_).get(doc_)) return syntax(e);
+  doc_ready_ = true;
   od::object top;
   {
     od::value root;

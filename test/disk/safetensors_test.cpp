@@ -2,6 +2,7 @@
 // error with its message.
 #include <gtest/gtest.h>
 
+#include <simdjson.h>
 #include <sys/mman.h>
 
 #include "json/safetensors.hpp"
@@ -160,6 +161,20 @@ TEST(SafetensorsErrors, MalformedAndTrailingJson) {
   EXPECT_NE(header_error("{\"a\": {").find("w.safetensors: malformed JSON header"), std::string::npos);
   EXPECT_NE(header_error("{\"a\" 1}").find("w.safetensors: malformed JSON header"), std::string::npos);
   EXPECT_NE(header_error("{} x").find("w.safetensors: "), std::string::npos);
+}
+
+// Regression (fuzzing, test/fuzz/corpus/safetensors/nul-in-string.safetensors):
+// a NUL byte inside a string makes simdjson's first stage fail, before any
+// document exists; the error used to ask that document for a position and
+// read through a null pointer. It now names the string left open.
+TEST(SafetensorsErrors, NulInsideAStringIsAClearSyntaxError) {
+  std::string header = "{\"__metadata__\": {\"k\": \"v\"}, \"w\": {\"dtype\": \"F3";
+  header += '\0';
+  header += "i, \"shape\": [2], \"data_offsets\": [0, 8]}}";
+  const std::string msg = header_error(header, 8);
+  // Quotes pair up to the last one, which opens a string that never closes.
+  EXPECT_EQ(msg, "w.safetensors: malformed JSON header at byte " + std::to_string(header.rfind('"')) +
+                     " of the header: " + simdjson::error_message(simdjson::UNCLOSED_STRING));
 }
 
 TEST(SafetensorsErrors, OffsetsPastTheEnd) {
