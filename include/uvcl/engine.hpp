@@ -39,6 +39,8 @@ struct uv_loop_s;
 
 namespace uvcl {
 
+struct EngineAccess;
+
 // Handles are plain ids; a stale or foreign one is an InvalidArgument error.
 struct Buffer {
   std::uint64_t id = 0;
@@ -233,6 +235,7 @@ class Engine {
   struct Impl;
 
  private:
+  friend struct EngineAccess;  // uvcl's own components (the job runner)
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

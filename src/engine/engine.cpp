@@ -229,7 +229,8 @@ void Engine::Impl::on_poll() {
 }
 
 bool Engine::Impl::busy() const {
-  if (final_base < next_command || !building.empty() || !drains.empty() || !crosses.empty()) return true;
+  if (final_base < next_command || !building.empty() || !drains.empty() || !crosses.empty() || loop_holds > 0)
+    return true;
   for (const auto& d : devices)
     if (!d->window.empty()) return true;
   return !dying.empty();

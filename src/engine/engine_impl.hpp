@@ -217,6 +217,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   ErrorListener error_listener;
   std::function<void(const ScheduleEntry&)> schedule_recorder;
   int in_callback = 0;  // > 0 while the loop runs one of our callbacks
+  // Components with work still to enqueue from their own loop handles (a job
+  // runner between chunks): busy, so run_until keeps turning the loop.
+  int loop_holds = 0;
   bool polling = false;
 
   // loop::Hooks
@@ -277,6 +280,11 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void poll_crosses();
   void cross_finish(std::uint64_t xid);
   void submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
+};
+
+// The engine's internals, for uvcl's own components built on its API.
+struct EngineAccess {
+  static Engine::Impl& impl(Engine& e) { return *e.impl_; }
 };
 
 // Runs fn with the re-entrancy guard that run_until checks.

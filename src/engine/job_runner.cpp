@@ -13,6 +13,7 @@
 
 #include "cl/devices.hpp"
 #include "engine/disk_pool.hpp"
+#include "engine/engine_impl.hpp"
 #include "json/json_util.hpp"
 #include "json/safetensors.hpp"
 
@@ -143,6 +144,7 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
     uv_idle_t idle{};
     std::shared_ptr<JobRun> run;
     int open = 0;
+    bool holds = false;  // counted in the engine's loop_holds
   };
   Turns* turns_ = nullptr;
   std::weak_ptr<const void> engine_alive_;
@@ -303,6 +305,10 @@ void JobRun::open_turns() {
   t->idle.data = t;
   t->run = shared_from_this();
   turns_ = t;
+  // The engine may be idle between two chunks (every enqueued launch done):
+  // the hold keeps run_until turning the loop until the last chunk is in.
+  ++EngineAccess::impl(engine_).loop_holds;
+  t->holds = true;
   uv_check_start(&t->check, on_turn);
   uv_idle_start(&t->idle, [](uv_idle_t*) {});  // only keeps the poll from blocking
 }
@@ -325,6 +331,7 @@ void JobRun::close_turns() {
   Turns* t = turns_;
   if (!t) return;
   turns_ = nullptr;
+  if (t->holds && !engine_alive_.expired()) --EngineAccess::impl(engine_).loop_holds;
   uv_check_stop(&t->check);
   uv_idle_stop(&t->idle);
   t->run.reset();
@@ -678,10 +685,12 @@ Result<void> prepare_job(Engine& engine, Job job, RunOptions options, PrepareCal
 }
 
 Result<RunResult> run_job_sync(Engine& engine, Job job, RunOptions options) {
-  std::optional<Result<RunResult>> out;
-  UVCL_TRY(run_job(engine, std::move(job), std::move(options), [&](Result<RunResult> r) { out = std::move(r); }));
-  UVCL_TRY(engine.run_until([&] { return out.has_value(); }));
-  return std::move(*out);
+  // Shared with the callback: should run_until refuse (a call from inside a
+  // callback), the job still runs and must not write into this frame.
+  auto out = std::make_shared<std::optional<Result<RunResult>>>();
+  UVCL_TRY(run_job(engine, std::move(job), std::move(options), [out](Result<RunResult> r) { *out = std::move(r); }));
+  UVCL_TRY(engine.run_until([&] { return out->has_value(); }));
+  return std::move(**out);
 }
 
 std::string result_json(const Engine& engine, const RunResult& r) {
