@@ -188,12 +188,15 @@ void Engine::Impl::shutdown() {
   programs.clear();
   if (memo) memo->clear();  // before the contexts go
   for (auto& d : devices) {
-    d->staging.reset();
+    // Reads given up on above (a failed clFinish) may still write into
+    // their staging blocks: free those only once the queues have drained.
+    bool drained = true;
     for (Queue& q : d->queues)
-      if (q.queue) {
-        api->clFinish(q.queue);
-        api->clReleaseCommandQueue(q.queue);
-      }
+      if (q.queue && api->clFinish(q.queue) != CL_SUCCESS) drained = false;
+    if (drained) d->staging.reset();
+    else (void)d->staging.release();  // leaked on purpose: the device may still write there
+    for (Queue& q : d->queues)
+      if (q.queue) api->clReleaseCommandQueue(q.queue);
     if (d->context) api->clReleaseContext(d->context);
   }
   devices.clear();
