@@ -1,5 +1,7 @@
-"""Counts test cases from meson's testlog.json: GoogleTest cases from each
-executable's output, other tests by their result. Prints "N passed, N failed"."""
+"""Counts test cases from meson's testlog.json files (one or more, e.g. the
+normal and the sanitizer build): GoogleTest cases from each executable's
+output, other tests by their result. Prints "N passed, N failed".
+A missing file counts as one failure (that part of the suite did not run)."""
 import json
 import re
 import sys
@@ -7,7 +9,19 @@ import sys
 passed = failed = 0
 ok_re = re.compile(r"^\[       OK \] (\S+)", re.M)
 fail_re = re.compile(r"^\[  FAILED  \] ([A-Za-z0-9_/.]+)(?: \(|$)", re.M)
-for line in open(sys.argv[1]):
+def lines():
+    for path in sys.argv[1:]:
+        try:
+            with open(path) as f:
+                yield from f
+        except OSError:
+            print(f"count_tests: {path}: missing, counted as one failure", file=sys.stderr)
+            yield json.dumps({"name": path, "result": "FAIL", "stdout": ""})
+
+
+for line in lines():
+    if not line.strip():
+        continue
     t = json.loads(line)
     out = t.get("stdout") or ""
     oks = set(ok_re.findall(out))

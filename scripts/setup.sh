@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what uvcl needs to build and test, if missing (Debian/Ubuntu),
 # then configures the build directory. Usage: scripts/setup.sh [BUILD_DIR]
+# (scripts/setup.sh --deps-only installs and stops).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -8,6 +9,9 @@ build=${1:-build}
 packages=(meson ninja-build g++ pkg-config python3 libuv1-dev libsimdjson-dev opencl-headers
           ocl-icd-libopencl1 pocl-opencl-icd libgtest-dev libbenchmark-dev
           libhttp-parser-dev curl oclgrind)
+# clang++ and libFuzzer (libclang_rt.fuzzer) for scripts/fuzz.sh: only for
+# the full test run (UVCL_TEST_FULL=1), which fuzzes.
+if [[ ${UVCL_TEST_FULL:-0} == 1 ]]; then packages+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -19,6 +23,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+[ "$build" = --deps-only ] && exit 0
 
 if [ ! -f "$build/build.ninja" ]; then
   meson setup "$build" --buildtype=debugoptimized >/dev/null
