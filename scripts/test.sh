@@ -2,11 +2,11 @@
 # Runs the whole uvcl test suite: installs what is missing, builds, runs
 # `meson test`, and ends with one line "N passed, N failed" counted from
 # meson's results (meson-logs/testlog.json), per GoogleTest case.
-# With UVCL_TEST_FULL=1, also the same suite under ASan+UBSan
+# Then, unless UVCL_TEST_QUICK=1: the same suite under ASan+UBSan
 # (scripts/sanitize.sh, build-asan/) and a short run of each fuzzer
 # (scripts/fuzz.sh, UVCL_FUZZ_SECONDS each, default 20); the closing line
-# then counts all three, each fuzzer as one test. Off by default: it adds
-# two more builds, about 15 minutes on 2 cores.
+# counts all three, each fuzzer as one test. These add two builds, about
+# 10-15 minutes on 2 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -15,7 +15,7 @@ export POCL_CACHE_DIR=${POCL_CACHE_DIR:-$PWD/$build/pocl-cache}
 meson test -C "$build" --no-rebuild --print-errorlogs "$@"
 status=$?
 logs=("$build/meson-logs/testlog.json")
-if [[ ${UVCL_TEST_FULL:-0} == 1 ]]; then
+if [[ ${UVCL_TEST_QUICK:-0} != 1 ]]; then
   echo "== ASan+UBSan suite (build-asan)"
   rm -f build-asan/meson-logs/testlog.json
   UVCL_SANITIZE_COUNT=0 POCL_CACHE_DIR= BUILD_DIR=build-asan scripts/sanitize.sh address "$@" || status=1
