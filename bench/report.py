@@ -50,8 +50,10 @@ DESCRIPTIONS = {
          "load from a hand-written loop (clSetEventCallback -> uv_async -> issue the next group).",
     "5": "Host->device and device->host of a large buffer and of 4 KiB, each issue-to-completion. uvcl write in "
          "Copy mode (copied into pinned staging before write() returns) and Borrow mode (the caller keeps the "
-         "bytes), read (into pinned staging, span given to the callback); bare from pinned memory "
-         "(CL_MEM_ALLOC_HOST_PTR, mapped) and from pageable memory (std::vector), blocking calls.",
+         "bytes), read (into pinned staging, span given to the callback); alloc_host: the same transfers from and "
+         "into pinned memory the caller got from Engine::alloc_host (write Borrow, read_into), no host copy; "
+         "bare from pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped) and from pageable memory (std::vector), "
+         "blocking calls.",
     "5x": "A copy between two devices. uvcl copy() stages it through pinned host memory in 4 MiB chunks, reads "
           "and writes overlapping; bare reads all of it into pinned memory, then writes it (blocking).",
     "6": "Per iteration: allocate a 64 KiB temporary, a kernel writes it, a kernel reads it, release it (the "
@@ -248,7 +250,9 @@ def targets(fid, F):
     elif fid == "5":
         for key, col, name in (("5.h2d", "uvcl", "host->device, write Copy"),
                                ("5.h2d", "uvcl_borrow", "host->device, write Borrow"),
+                               ("5.h2d", "uvcl_host", "host->device, write Borrow from alloc_host"),
                                ("5.d2h", "uvcl", "device->host, read"),
+                               ("5.d2h", "uvcl_host", "device->host, read_into alloc_host"),
                                ("5.d2d", "uvcl", "device copy")):
             r = ratio(val(f, key, col), val(f, key, "bare"))
             out.append(("%s >= 0.95x bare pinned" % name,

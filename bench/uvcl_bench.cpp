@@ -1029,6 +1029,7 @@ Json fig5(Ctx& c) {
   fig["params"]["small_ops"] = ops;
   column(fig, "uvcl", "uvcl (write: Copy mode; read; copy)");
   column(fig, "uvcl_borrow", "uvcl write, Borrow mode");
+  column(fig, "uvcl_host", "uvcl, alloc_host memory (write Borrow; read_into)");
   column(fig, "bare", "bare, pinned host memory");
   column(fig, "bare_pageable", "bare, pageable host memory");
   column(fig, "pyopencl", "pyopencl, pinned");
@@ -1037,8 +1038,9 @@ Json fig5(Ctx& c) {
 
   std::vector<unsigned char> host(big, 1), back(big, 0);
   struct U {
-    std::vector<double> h2d_copy, h2d_borrow, d2h, d2d;
+    std::vector<double> h2d_copy, h2d_borrow, h2d_host, d2h, d2h_host, d2d;
     double small_w_seq = 0, small_wb_seq = 0, small_r_seq = 0, small_w_pipe = 0, small_r_pipe = 0, small_wb_pipe = 0;
+    double small_wh_seq = 0, small_rh_seq = 0, small_wh_pipe = 0, small_rh_pipe = 0;
   } u;
   {
     auto eng = make_engine(c);
@@ -1047,15 +1049,31 @@ Json fig5(Ctx& c) {
     Buffer a = must(e.allocate(d, big), "allocate");
     Buffer b2 = must(e.allocate(d, big), "allocate");
     Buffer s = must(e.allocate(d, small), "allocate");
+    const uvcl::HostMemory pinned = must(e.alloc_host(d, big), "alloc_host");
+    std::memset(pinned.bytes.data(), 1, big);
     auto span_of = [&](std::size_t n) { return std::as_bytes(std::span(host.data(), n)); };
-    auto write_once = [&](Buffer dst, std::size_t n, uvcl::WriteMode mode) {
+    auto write_from = [&](Buffer dst, std::span<const std::byte> src, uvcl::WriteMode mode) {
       Waiter w;
       const std::uint64_t t0 = now_ns();
-      must(e.write(dst, 0, span_of(n), mode, [&](Result<void> r) {
+      must(e.write(dst, 0, src, mode, [&](Result<void> r) {
         w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
       }), "write");
       must(e.run_until([&] { return w.done; }), "run_until");
       if (w.error) fail("write: " + *w.error);
+      return static_cast<double>(w.t1 - t0) / 1e3;
+    };
+    auto write_once = [&](Buffer dst, std::size_t n, uvcl::WriteMode mode) { return write_from(dst, span_of(n), mode); };
+    auto write_pinned = [&](Buffer dst, std::size_t n) {
+      return write_from(dst, pinned.bytes.first(n), uvcl::WriteMode::Borrow);
+    };
+    auto read_pinned = [&](Buffer src, std::size_t n) {
+      Waiter w;
+      const std::uint64_t t0 = now_ns();
+      must(e.read_into(src, 0, pinned.bytes.first(n), [&](Result<void> r) {
+        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
+      }), "read_into");
+      must(e.run_until([&] { return w.done; }), "run_until");
+      if (w.error) fail("read_into: " + *w.error);
       return static_cast<double>(w.t1 - t0) / 1e3;
     };
     auto read_once = [&](Buffer src, std::size_t n) {
@@ -1081,12 +1099,16 @@ Json fig5(Ctx& c) {
     for (int r = 0; r <= reps; ++r) {  // rep 0 warms up (staging blocks are created then)
       const double wc = write_once(a, big, uvcl::WriteMode::Copy);
       const double wb = write_once(a, big, uvcl::WriteMode::Borrow);
+      const double wh = write_pinned(a, big);
       const double rd = read_once(a, big);
+      const double rh = read_pinned(a, big);
       const double cp = copy_once(big);
       if (r == 0) continue;
       u.h2d_copy.push_back(gbps(big, wc));
       u.h2d_borrow.push_back(gbps(big, wb));
+      u.h2d_host.push_back(gbps(big, wh));
       u.d2h.push_back(gbps(big, rd));
+      u.d2h_host.push_back(gbps(big, rh));
       u.d2d.push_back(gbps(big, cp));
     }
     auto seq = [&](auto&& op) {
@@ -1098,6 +1120,24 @@ Json fig5(Ctx& c) {
     u.small_w_seq = seq([&] { write_once(s, small, uvcl::WriteMode::Copy); });
     u.small_wb_seq = seq([&] { write_once(s, small, uvcl::WriteMode::Borrow); });
     u.small_r_seq = seq([&] { read_once(s, small); });
+    u.small_wh_seq = seq([&] { write_pinned(s, small); });
+    u.small_rh_seq = seq([&] { read_pinned(s, small); });
+    {
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) must(e.write(s, 0, pinned.bytes.first(small), uvcl::WriteMode::Borrow), "write");
+      must(e.finish(), "finish");
+      u.small_wh_pipe = us_since(t0) / ops;
+    }
+    {
+      int got = 0;
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i)
+        must(e.read_into(s, 0, pinned.bytes.subspan(small * static_cast<std::size_t>(i % 64), small),
+                         [&](Result<void>) { ++got; }),
+             "read_into");
+      must(e.run_until([&] { return got == ops; }), "run_until");
+      u.small_rh_pipe = us_since(t0) / ops;
+    }
     {
       const std::uint64_t t0 = now_ns();
       for (int i = 0; i < ops; ++i) must(e.write(s, 0, span_of(small), uvcl::WriteMode::Copy), "write");
@@ -1117,6 +1157,7 @@ Json fig5(Ctx& c) {
       must(e.run_until([&] { return got == ops; }), "run_until");
       u.small_r_pipe = us_since(t0) / ops;
     }
+    must(e.release(pinned), "release");
   }
   struct B {
     std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d;
@@ -1184,10 +1225,12 @@ Json fig5(Ctx& c) {
   Json& h2d = add_row(fig, "5.h2d", "host -> device, " + big_name, "GB/s", true);
   h2d["uvcl"] = median(u.h2d_copy);
   h2d["uvcl_borrow"] = median(u.h2d_borrow);
+  h2d["uvcl_host"] = median(u.h2d_host);
   h2d["bare"] = median(bb.h2d_pin);
   h2d["bare_pageable"] = median(bb.h2d_page);
   Json& d2h = add_row(fig, "5.d2h", "device -> host, " + big_name, "GB/s", true);
   d2h["uvcl"] = median(u.d2h);
+  d2h["uvcl_host"] = median(u.d2h_host);
   d2h["bare"] = median(bb.d2h_pin);
   d2h["bare_pageable"] = median(bb.d2h_page);
   Json& d2d = add_row(fig, "5.d2d", "device -> device copy, " + big_name + " (bytes copied / s; traffic is 2x)",
@@ -1198,20 +1241,24 @@ Json fig5(Ctx& c) {
                      false);
   ws["uvcl"] = u.small_w_seq;
   ws["uvcl_borrow"] = u.small_wb_seq;
+  ws["uvcl_host"] = u.small_wh_seq;
   ws["bare"] = bb.w_pin;
   ws["bare_pageable"] = bb.w_page;
   Json& rs = add_row(fig, "5.d2h_small", "device -> host, 4 KiB, one at a time (issue -> data on host)", "us", false);
   rs["uvcl"] = u.small_r_seq;
+  rs["uvcl_host"] = u.small_rh_seq;
   rs["bare"] = bb.r_pin;
   rs["bare_pageable"] = bb.r_page;
   Json& wp = add_row(fig, "5.h2d_small_pipelined", "host -> device, 4 KiB, " + std::to_string(ops) +
                                                       " back to back: time per transfer", "us", false);
   wp["uvcl"] = u.small_w_pipe;
   wp["uvcl_borrow"] = u.small_wb_pipe;
+  wp["uvcl_host"] = u.small_wh_pipe;
   wp["bare"] = bb.w_pin_pipe;
   Json& rp = add_row(fig, "5.d2h_small_pipelined", "device -> host, 4 KiB, " + std::to_string(ops) +
                                                       " back to back: time per transfer", "us", false);
   rp["uvcl"] = u.small_r_pipe;
+  rp["uvcl_host"] = u.small_rh_pipe;
   rp["bare"] = bb.r_pin_pipe;
   return fig;
 }

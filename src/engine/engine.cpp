@@ -187,6 +187,7 @@ void Engine::Impl::shutdown() {
     if (p.program) api->clReleaseProgram(p.program);
   programs.clear();
   if (memo) memo->clear();  // before the contexts go
+  free_host_memory();       // the hooks above ended its last transfers
   for (auto& d : devices) {
     // Reads given up on above (a failed clFinish) may still write into
     // their staging blocks: free those only once the queues have drained.

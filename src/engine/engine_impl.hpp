@@ -2,6 +2,7 @@
 //
 // Responsibilities are split over files: engine.cpp (lifecycle, loop,
 // drains), memory.cpp (buffers), staging.cpp (pinned host pool),
+// host_memory.cpp (pinned memory handed to the caller),
 // programs.cpp (builds, kernels, argument info), launch.cpp (launch
 // validation), submit.cpp (windows -> queues, completions, outcomes),
 // transfers.cpp (read, write, fill, copies, cross-device staging).
@@ -9,6 +10,7 @@
 
 #include <array>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,6 +98,15 @@ struct BufferRec {
   sched::BufferState state = sched::BufferState::Live;
   sched::BufferHazards hazards;
   std::optional<Error> poison;
+};
+
+// Memory from alloc_host: a staging block handed to the caller.
+struct HostRec {
+  std::uint32_t device = 0;
+  Staging block;
+  std::size_t bytes = 0;
+  std::uint32_t uses = 0;  // transfers in flight from or into it
+  bool released = false;   // freed when uses reaches 0
 };
 
 struct ProgramRec {
@@ -202,6 +213,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   std::unordered_map<CommandId, std::optional<Error>> parked;  // outcome known, event still running
   std::unordered_map<CommandId, Result<Timing>> timings;  // timed launches, read at completion
   std::unordered_map<std::uint64_t, CrossCopy> crosses;
+  std::unordered_map<std::uint64_t, HostRec> host_memory;
+  std::map<const std::byte*, std::uint64_t> host_ranges;  // first byte -> host_memory id
   std::vector<std::uint64_t> building;  // programs being built
   std::vector<std::uint64_t> dying;     // buffers at zero references
   std::vector<Drain> drains;
@@ -243,6 +256,15 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   Result<BufferRec*> live_buffer(Buffer b, const char* what);
   void free_dying_buffers();
   void free_buffer(std::uint64_t id, BufferRec& b);
+
+  // host_memory.cpp
+  // A transfer of [p, p + n) from or into host memory: counts a use of the
+  // host memory holding it, undone when `then` (wrapped) runs. Memory that
+  // is not host memory passes through unchanged; a range that starts in
+  // host memory but runs past its end is an error.
+  Result<FinalHook> hold_host_range(const void* p, std::size_t n, const char* what, FinalHook then);
+  void free_host(std::uint64_t id);  // back to the staging pool
+  void free_host_memory();           // shutdown
 
   // programs.cpp
   void poll_builds();

@@ -74,8 +74,10 @@ Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::
       if (done) done(id, err);
     };
   } else {
+    auto held = e.hold_host_range(src.data(), src.size(), "write", done_hook(std::move(on_done)));
+    if (!held) return std::move(held).error();
     c.host_src = src.data();
-    c.on_final = done_hook(std::move(on_done));
+    c.on_final = std::move(held).value();
   }
   ++e.counters.writes;
   e.counters.bytes_to_device += src.size();
@@ -140,6 +142,31 @@ Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, Rea
   };
   ++e.counters.reads;
   e.counters.bytes_from_device += bytes;
+  e.enqueue(r.device, std::move(c));
+  e.submit_window(r.device);  // a sync point
+  return {};
+}
+
+Result<void> Engine::read_into(Buffer src, std::size_t offset, std::span<std::byte> dst, DoneCallback on_done) {
+  Impl& e = *impl_;
+  auto rec = e.live_buffer(src, "read_into");
+  if (!rec) return std::move(rec).error();
+  BufferRec& r = *rec.value();
+  UVCL_TRY(check_range("read_into", src, r, offset, dst.size()));
+  if (e.devices[r.device]->state == sched::DeviceState::Lost)
+    return Error{Status::DeviceLost, "read_into: device " + std::to_string(r.device) + " is lost"};
+  auto held = e.hold_host_range(dst.data(), dst.size(), "read_into", done_hook(std::move(on_done)));
+  if (!held) return std::move(held).error();
+  Command c;
+  c.op = Op::Read;
+  c.accesses.push_back(Access{src.id, true, false});
+  c.offset = offset;
+  c.bytes = dst.size();
+  c.host_dst = dst.data();
+  c.wants_callback = true;
+  c.on_final = std::move(held).value();
+  ++e.counters.reads;
+  e.counters.bytes_from_device += dst.size();
   e.enqueue(r.device, std::move(c));
   e.submit_window(r.device);  // a sync point
   return {};

@@ -62,5 +62,26 @@ TEST(Counting, LiveObjectsWhileRunning) {
   EXPECT_EQ(live.delta("all"), 0);
 }
 
+// Host memory still held (one block released with its write in flight, one
+// never released) is freed with the engine: no pinned buffer outlives it.
+TEST(Counting, HostMemoryIsFreedWithTheEngine) {
+  ASSERT_TRUE(shim_ok());
+  const LiveSnapshot live;
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config()).ok());
+  Engine& e = *le.engine;
+  auto kept = e.alloc_host(0, std::size_t{1} << 20);
+  ASSERT_TRUE(kept.ok()) << kept.error().to_string();
+  auto dropped = e.alloc_host(0, std::size_t{2} << 20);
+  ASSERT_TRUE(dropped.ok()) << dropped.error().to_string();
+  EXPECT_GE(live.delta("mem"), 2) << "each large host block is a pinned buffer";
+  auto b = e.allocate(0, std::size_t{2} << 20);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(e.write(*b, 0, dropped->bytes, WriteMode::Borrow).ok());
+  ASSERT_TRUE(e.release(*dropped).ok());
+  EXPECT_EQ(le.destroy(), 0);
+  EXPECT_EQ(live.delta("all"), 0);
+}
+
 }  // namespace
 }  // namespace uvcl::faults::counting_test
