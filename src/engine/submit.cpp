@@ -169,8 +169,8 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   }
   if (c.op == Op::Timed) {
     // Alone: after every earlier command of the device.
-    for (const Queue& q : d.queues)
-      if (!q.in_flight.empty() && !is_complete(q.in_flight.back())) waits.add(q.in_flight.back());
+    for (const Queue& other : d.queues)
+      if (!other.in_flight.empty() && !is_complete(other.in_flight.back())) waits.add(other.in_flight.back());
   }
   std::vector<cl_event> wait_events;
   wait_events.reserve(waits.ids().size());
