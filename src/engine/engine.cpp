@@ -109,7 +109,7 @@ Engine::~Engine() {
 void Engine::Impl::cancel_windows() {
   // Work still in windows never ran: cancel it.
   for (const auto& d : devices) {
-    for (Command& c : d->window.take()) fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
+    for (const Command& c : d->window.take()) fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
   }
 }
 

@@ -306,6 +306,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
 
 // The engine's internals, for uvcl's own components built on its API.
 struct EngineAccess {
+  // Mutable access only through a mutable engine, whatever constness the
+  // pointer itself would allow.
+  // cppcheck-suppress constParameter
   static Engine::Impl& impl(Engine& e) { return *e.impl_; }
 };
 

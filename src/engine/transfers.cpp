@@ -151,7 +151,7 @@ Result<void> Engine::read_into(Buffer src, std::size_t offset, std::span<std::by
   Impl& e = *impl_;
   auto rec = e.live_buffer(src, "read_into");
   if (!rec) return std::move(rec).error();
-  BufferRec& r = *rec.value();
+  const BufferRec& r = *rec.value();
   UVCL_TRY(check_range("read_into", src, r, offset, dst.size()));
   if (e.devices[r.device]->state == sched::DeviceState::Lost)
     return Error{Status::DeviceLost, "read_into: device " + std::to_string(r.device) + " is lost"};
