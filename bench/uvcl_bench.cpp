@@ -175,9 +175,11 @@ inline void must(Result<void> r, const std::string& what) {
 // Engines see only the platform of the benchmarked device (so no other
 // driver's threads run in the process); `local` is the device's index there.
 std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std::string& cache_dir = {},
-                                    std::optional<std::vector<std::size_t>> platforms = std::nullopt) {
+                                    std::optional<std::vector<std::size_t>> platforms = std::nullopt,
+                                    unsigned spin_us = 0) {
   uvcl::Config cfg;
   cfg.queues = queues;
+  cfg.spin_us = spin_us;
   cfg.cache_dir = cache_dir;
   cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
   auto e = must(Engine::create(cfg), "Engine::create");
@@ -635,17 +637,21 @@ Json fig2(Ctx& c) {
 // Figure 3: completion latency
 // =====================================================================
 
+// Long enough to cover a small round trip on a GPU (20-40 us on an H200).
+constexpr unsigned kFig3SpinUs = 1000;
+
 Json fig3(Ctx& c) {
   const int samples = c.pick(2000, 300, 20);
   const int warm = c.pick(100, 30, 5);
   Json fig = make_figure("3", "Completion latency: launch -> 4-byte read-back");
   fig["params"]["samples"] = samples;
   column(fig, "uvcl", "uvcl: read callback on the loop");
+  column(fig, "uvcl_spin", "uvcl, spin_us " + std::to_string(kFig3SpinUs));
   column(fig, "bare", "bare: launch + blocking read");
   column(fig, "pyopencl", "pyopencl: launch + blocking read");
-  std::vector<double> ulat, blat;
-  {
-    auto eng = make_engine(c);
+  std::vector<double> ulat, slat, blat;
+  auto uvcl_run = [&](unsigned spin_us, std::vector<double>& lat) {
+    auto eng = make_engine(c, 8, {}, std::nullopt, spin_us);
     Engine& e = *eng;
     const std::size_t d = c.local;
     Program p = must(e.compile_sync(d, kKernels), "compile");
@@ -670,7 +676,7 @@ Json fig3(Ctx& c) {
           error = data.error().to_string();
           return;
         }
-        if (left-- <= samples) ulat.push_back(us);
+        if (left-- <= samples) lat.push_back(us);
         if (left > 0) next();
       });
       if (!r) error = r.error().to_string();
@@ -678,8 +684,10 @@ Json fig3(Ctx& c) {
     next();
     uv_run(e.loop(), UV_RUN_DEFAULT);  // returns when the engine is idle
     if (error) fail("latency run: " + *error);
-    fig["uvcl_stats"]["callbacks"] = e.stats().reads;
-  }
+    return e.stats().reads;
+  };
+  fig["uvcl_stats"]["callbacks"] = uvcl_run(0, ulat);
+  uvcl_run(kFig3SpinUs, slat);
   {
     Bare b(*c.api, c.dev(), 1);
     cl_program p = b.build(kKernels);
@@ -701,14 +709,17 @@ Json fig3(Ctx& c) {
     const double p = std::string(pct) == "p50" ? 50 : std::string(pct) == "p90" ? 90 : 99;
     Json& r = add_row(fig, std::string("3.") + pct, std::string("round trip ") + pct, "us", false);
     r["uvcl"] = percentile(ulat, p);
+    r["uvcl_spin"] = percentile(slat, p);
     r["bare"] = percentile(blat, p);
   }
   Json& mx = add_row(fig, "3.max", "round trip max", "us", false);
   mx["uvcl"] = max_of(ulat);
+  mx["uvcl_spin"] = max_of(slat);
   mx["bare"] = max_of(blat);
   fig["uvcl_summary"] = summary(ulat);
   fig["bare_summary"] = summary(blat);
   fig["samples"]["uvcl"] = thinned(ulat, 4000);
+  fig["uvcl_spin_summary"] = summary(slat);
   fig["samples"]["bare"] = thinned(blat, 4000);
   return fig;
 }

@@ -14,7 +14,8 @@
 //       "absorb_sigabrt": false,          // install the seed's SIGABRT handler
 //       "cache_dir": null | "dir",        // on-disk program binary cache
 //       "program_memo": 64,               // built programs kept in memory, 0..4096
-//       "profile": false                  // profiling queues (device times in traces)
+//       "profile": false,                 // profiling queues (device times in traces)
+//       "spin_us": 0                      // spin for completions, 0..1000000 us
 //     },
 //     "debug": { "backends": false, "asm": false }
 //   }
@@ -41,6 +42,11 @@ struct Config {
   // on the same device with the same options does not rebuild; 0: off.
   unsigned program_memo = 64;
   bool profile = false;   // create every queue with CL_QUEUE_PROFILING_ENABLE
+  // After submitting a command with a callback (a read, a write or copy with
+  // on_done), the loop polls for completions without sleeping for up to
+  // this many microseconds: callbacks arrive sooner, a core stays busy
+  // meanwhile. 0: never; the driver's callbacks and the 1 ms poll only.
+  unsigned spin_us = 0;
   bool debug_backends = false;
   bool debug_asm = false;
 };

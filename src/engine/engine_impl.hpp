@@ -234,10 +234,13 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   // runner between chunks): busy, so run_until keeps turning the loop.
   int loop_holds = 0;
   bool polling = false;
+  // Config::spin_us: the loop spins until then (uv_hrtime) while busy.
+  std::uint64_t spin_until_ns = 0;
 
   // loop::Hooks
   void on_prepare() override;
   void on_poll() override;
+  void on_spin() override;
   // sched::EventRefs
   void retain(CommandId id) override;
   void release(CommandId id) override;

@@ -251,8 +251,13 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   ++counters.submitted;
   for (CommandId w : waits.ids())
     if (events.at(w).queue != q) ++counters.cross_queue_waits;
-  if (c.wants_callback && q != sched::kNoQueue)
+  if (c.wants_callback && q != sched::kNoQueue) {
     api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+    if (config.spin_us > 0) {
+      spin_until_ns = std::max(spin_until_ns, uv_hrtime() + std::uint64_t{config.spin_us} * 1000);
+      handles->set_spinning(true);  // update_busy() stops it once idle or past the deadline
+    }
+  }
   if (trace) {
     TraceCommand t;
     t.id = c.id;

@@ -63,10 +63,11 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     }
     if (key == "absorb_sigabrt") return r.get_bool(f, p, cfg.absorb_sigabrt);
     if (key == "profile") return r.get_bool(f, p, cfg.profile);
-    if (key == "program_memo") {
+    if (key == "program_memo" || key == "spin_us") {
+      const std::uint64_t hi = key == "program_memo" ? 4096 : 1000000;
       std::uint64_t n = 0;
-      UVCL_TRY(r.get_uint(f, p, 0, 4096, n));
-      cfg.program_memo = static_cast<unsigned>(n);
+      UVCL_TRY(r.get_uint(f, p, 0, hi, n));
+      (key == "program_memo" ? cfg.program_memo : cfg.spin_us) = static_cast<unsigned>(n);
       return {};
     }
     // key == "cache_dir": fields() admits no other key.
@@ -82,7 +83,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo"}, field);
+                                "program_memo", "spin_us"}, field);
 }
 
 Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {

@@ -53,10 +53,15 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
     if (rc == 0) {
       h->async_.data = h;
       ++h->open_handles_;
+      rc = uv_idle_init(loop, &h->idle_);
+      if (rc == 0) {
+        h->idle_.data = h;
+        ++h->open_handles_;
+      }
     }
   }
   if (rc != 0) {
-    Error e = uv_error("uv_timer_init/uv_async_init", rc);
+    Error e = uv_error("uv_timer_init/uv_async_init/uv_idle_init", rc);
     h->close();
     return e;
   }
@@ -64,6 +69,7 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->prepare_));
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->timer_));
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->async_));
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h->idle_));
   WakeRegistry& r = registry();
   std::lock_guard lock(r.mutex);
   h->token_ = r.next++;
@@ -85,6 +91,13 @@ void Handles::set_busy(bool busy) {
   }
 }
 
+void Handles::set_spinning(bool spinning) {
+  if (spinning == spinning_) return;
+  spinning_ = spinning;
+  if (spinning) uv_idle_start(&idle_, [](uv_idle_t* i) { static_cast<Handles*>(i->data)->hooks_->on_spin(); });
+  else uv_idle_stop(&idle_);
+}
+
 void Handles::close() {
   if (token_ != 0) {
     WakeRegistry& r = registry();
@@ -97,9 +110,9 @@ void Handles::close() {
     delete this;
     return;
   }
-  const int n = std::min(open_handles_, 3);  // prepare, timer, async
-  uv_handle_t* all[3] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
-                         reinterpret_cast<uv_handle_t*>(&async_)};
+  const int n = std::min(open_handles_, 4);  // prepare, timer, async, idle: in the order opened
+  uv_handle_t* all[4] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
+                         reinterpret_cast<uv_handle_t*>(&async_), reinterpret_cast<uv_handle_t*>(&idle_)};
   for (int i = 0; i < n; ++i) uv_close(all[i], &Handles::on_close);
 }
 

@@ -8,6 +8,8 @@
 //            Started and ref'd only while busy: an idle engine costs no CPU
 //            and uv_run returns.
 //   async    woken by OpenCL callbacks on driver threads (wake()); unref'd.
+//   idle     while spinning (Config::spin_us): the loop polls without
+//            sleeping and each iteration checks completions; unref'd.
 //
 // The handles live in one heap block that frees itself in the last close
 // callback, so closing works on a caller's loop that runs later.
@@ -25,6 +27,7 @@ class Hooks {
  public:
   virtual void on_prepare() = 0;  // submit windows
   virtual void on_poll() = 0;     // timer tick or wake-up: collect completions
+  virtual void on_spin() = 0;     // a loop iteration while spinning
 
  protected:
   ~Hooks() = default;
@@ -40,6 +43,9 @@ class Handles {
   // Busy: the timer runs and keeps the loop alive.
   void set_busy(bool busy);
   bool busy() const { return busy_; }
+  // Spinning: the loop does not sleep; on_spin runs every iteration.
+  void set_spinning(bool spinning);
+  bool spinning() const { return spinning_; }
   // The token driver callbacks pass to wake().
   std::uintptr_t wake_token() const { return token_; }
   // Unregisters the wake token, closes the handles; `this` is freed once
@@ -53,9 +59,11 @@ class Handles {
   uv_prepare_t prepare_{};
   uv_timer_t timer_{};
   uv_async_t async_{};
+  uv_idle_t idle_{};
   Hooks* hooks_ = nullptr;
   std::uintptr_t token_ = 0;
   bool busy_ = false;
+  bool spinning_ = false;
   int open_handles_ = 0;
 };
 

@@ -60,6 +60,8 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_EQ(r->absorb_sigabrt, d.absorb_sigabrt);
   EXPECT_EQ(r->cache_dir, d.cache_dir);
   EXPECT_EQ(r->profile, d.profile);
+  EXPECT_EQ(r->program_memo, d.program_memo);
+  EXPECT_EQ(r->spin_us, 0u);  // no spinning unless asked for
   EXPECT_EQ(r->debug_backends, d.debug_backends);
   EXPECT_EQ(r->debug_asm, d.debug_asm);
   EXPECT_FALSE(r->platform_ids.has_value());  // the contract: absent means all platforms
@@ -68,7 +70,8 @@ TEST(Config, EmptyObjectGivesDefaults) {
 TEST(Config, EveryKeyIsRead) {
   auto r = uvcl::parse_config(R"({
     "opencl": {"platform_ids": [2, 0], "queues": 3, "window": 17, "library": "/opt/libOpenCL.so.1",
-               "absorb_sigabrt": true, "cache_dir": "/tmp/cache", "profile": true},
+               "absorb_sigabrt": true, "cache_dir": "/tmp/cache", "profile": true,
+               "program_memo": 9, "spin_us": 250},
     "debug": {"backends": true, "asm": true}
   })");
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -79,6 +82,8 @@ TEST(Config, EveryKeyIsRead) {
   EXPECT_TRUE(r->absorb_sigabrt);
   EXPECT_EQ(r->cache_dir, "/tmp/cache");
   EXPECT_TRUE(r->profile);
+  EXPECT_EQ(r->program_memo, 9u);
+  EXPECT_EQ(r->spin_us, 250u);
   EXPECT_TRUE(r->debug_backends);
   EXPECT_TRUE(r->debug_asm);
 }
@@ -110,14 +115,19 @@ TEST(Config, QueueAndWindowRangeEdges) {
     const char* key;
     long long lo, hi;
   };
-  for (Edge e : {Edge{"queues", 1, 64}, Edge{"window", 1, 65536}}) {
+  for (Edge e : {Edge{"queues", 1, 64}, Edge{"window", 1, 65536}, Edge{"program_memo", 0, 4096},
+                 Edge{"spin_us", 0, 1000000}}) {
     const std::string key = e.key;
     auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
     const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi);
     for (long long ok : {e.lo, e.hi}) {
       auto r = uvcl::parse_config(doc(ok));
       ASSERT_TRUE(r.ok()) << r.error().message;
-      EXPECT_EQ(key == "queues" ? r->queues : r->window, static_cast<unsigned>(ok));
+      const unsigned got = key == "queues"         ? r->queues
+                           : key == "window"       ? r->window
+                           : key == "program_memo" ? r->program_memo
+                                                   : r->spin_us;
+      EXPECT_EQ(got, static_cast<unsigned>(ok));
     }
     for (long long bad : {e.lo - 1, e.hi + 1, -1LL})
       EXPECT_EQ(config_error(doc(bad)), "cfg.json: opencl." + key + ": expected " + expected + ", got " +
@@ -173,7 +183,7 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
-            "absorb_sigabrt, cache_dir, profile, program_memo)");
+            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
   // Keys that are not plain identifiers are quoted in the path.
