@@ -39,6 +39,8 @@ while [ $# -gt 0 ]; do
   shift
 done
 
+# The comparison and the plots: Debian's pyopencl and matplotlib.
+UVCL_SETUP_EXTRA="python3-pyopencl python3-matplotlib" scripts/setup.sh --deps-only
 # Debian's python3 has pyopencl and matplotlib (python3-pyopencl,
 # python3-matplotlib); a python3 earlier on PATH (pyenv) may not.
 py=python3

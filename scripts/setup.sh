@@ -12,6 +12,9 @@ packages=(meson ninja-build g++ pkg-config python3 libuv1-dev libsimdjson-dev op
 # clang++ and libFuzzer (libclang_rt.fuzzer) for scripts/fuzz.sh, which the
 # test run uses unless UVCL_TEST_QUICK=1.
 if [[ ${UVCL_TEST_QUICK:-0} != 1 ]]; then packages+=(clang libclang-rt-14-dev); fi
+# More packages a caller needs (scripts/bench.sh: pyopencl and matplotlib).
+read -r -a extra <<<"${UVCL_SETUP_EXTRA:-}"
+packages+=("${extra[@]}")
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

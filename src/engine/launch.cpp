@@ -69,12 +69,13 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   if (kit == kernels.end() || kit->second.released)
     return Error{Status::InvalidArgument, "launch: kernel " + std::to_string(l.kernel.id) + " is not a live kernel"};
   const KernelRec& k = kit->second;
-  const std::string where = "launch of kernel " + k.name;
+  // Messages are built only on error: a launch must not pay for them.
+  auto where = [&k] { return "launch of kernel " + k.name; };
   DeviceCtx& d = *devices[k.device];
   if (d.state == sched::DeviceState::Lost)
-    return Error{Status::DeviceLost, where + ": device " + std::to_string(k.device) + " is lost"};
+    return Error{Status::DeviceLost, where() + ": device " + std::to_string(k.device) + " is lost"};
   if (l.args.size() != k.params.size())
-    return Error{Status::IncorrectKernelArg, where + ": the kernel takes " + std::to_string(k.params.size()) +
+    return Error{Status::IncorrectKernelArg, where() + ": the kernel takes " + std::to_string(k.params.size()) +
                                                  " arguments, got " + std::to_string(l.args.size())};
   Command c;
   c.op = op;
@@ -84,15 +85,16 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
     const KernelArg& a = l.args[i];
     const KernelParam& p = k.params[i];
     if (a.kind != kind_for(p.access))
-      return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + " expects " +
+      return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " expects " +
                                                    expected_kind(p.access) + ", got " + kind_name(a.kind)};
     if (a.kind == KernelArg::Kind::Buffer) {
-      auto b = live_buffer(a.buffer, where.c_str());
-      if (!b) return std::move(b).error().context(describe(p, i));
-      if (b.value()->device != k.device)
-        return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + ": buffer " +
+      auto b = buffers.find(a.buffer.id);
+      if (b == buffers.end() || b->second.state != sched::BufferState::Live)
+        return live_buffer(a.buffer, where().c_str()).error().context(describe(p, i));
+      if (b->second.device != k.device)
+        return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + ": buffer " +
                                                      std::to_string(a.buffer.id) + " is on device " +
-                                                     std::to_string(b.value()->device) + ", the kernel on device " +
+                                                     std::to_string(b->second.device) + ", the kernel on device " +
                                                      std::to_string(k.device)};
       const bool writes = p.access == ParamAccess::Written;
       auto same = std::find_if(c.accesses.begin(), c.accesses.end(),
@@ -101,13 +103,13 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
       else same->write = same->write || writes;
     } else if (a.kind == KernelArg::Kind::Scalar) {
       if (p.scalar_size != 0 && p.scalar_size != a.scalar.size())
-        return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + " is " +
+        return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " is " +
                                                      std::to_string(p.scalar_size) + " bytes, got a " +
                                                      std::to_string(a.scalar.size()) + "-byte " +
                                                      std::string(scalar_type_name(a.scalar.type))};
     } else {
       if (a.local_bytes == 0 || a.local_bytes > d.dev.info.local_memory)
-        return Error{Status::IncorrectKernelArg, where + ": " + describe(p, i) + ": local size " +
+        return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + ": local size " +
                                                      std::to_string(a.local_bytes) + " bytes, the device allows 1.." +
                                                      std::to_string(d.dev.info.local_memory)};
     }
@@ -116,10 +118,10 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
 
   const DeviceInfo& info = d.dev.info;
   if (l.global.empty() || l.global.size() > 3 || l.global.size() > info.max_work_item_dims)
-    return Error{Status::KernelLaunch, where + ": global size has " + std::to_string(l.global.size()) +
+    return Error{Status::KernelLaunch, where() + ": global size has " + std::to_string(l.global.size()) +
                                            " axes, expected 1.." + std::to_string(std::min<std::uint32_t>(3, info.max_work_item_dims))};
   if (!l.local.empty() && l.local.size() != l.global.size())
-    return Error{Status::KernelLaunch, where + ": local size has " + std::to_string(l.local.size()) +
+    return Error{Status::KernelLaunch, where() + ": local size has " + std::to_string(l.local.size()) +
                                            " axes, global size " + std::to_string(l.global.size())};
   c.dims = static_cast<std::uint32_t>(l.global.size());
   c.has_local = !l.local.empty();
@@ -127,40 +129,40 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   std::size_t work_items = 1;  // product of the global sizes
   constexpr std::size_t kMaxSize = std::numeric_limits<std::size_t>::max();
   for (std::uint32_t ax = 0; ax < c.dims; ++ax) {
-    const std::string axis = "axis " + std::to_string(ax);
+    auto axis = [ax] { return "axis " + std::to_string(ax); };
     std::size_t local = c.has_local ? l.local[ax] : 0;
     if (c.has_local) {
-      if (local == 0) return Error{Status::KernelLaunch, where + ": local size of " + axis + " must not be 0"};
+      if (local == 0) return Error{Status::KernelLaunch, where() + ": local size of " + axis() + " must not be 0"};
       if (local > info.max_work_item_sizes[ax])
-        return Error{Status::KernelLaunch, where + ": local size " + std::to_string(local) + " on " + axis +
+        return Error{Status::KernelLaunch, where() + ": local size " + std::to_string(local) + " on " + axis() +
                                                " exceeds the device's " + std::to_string(info.max_work_item_sizes[ax])};
       group *= local;
     }
     std::size_t global = l.global[ax].items;
     if (const int arg = l.global[ax].groups_from_arg; arg >= 0) {
       if (!c.has_local)
-        return Error{Status::KernelLaunch, where + ": global size of " + axis +
+        return Error{Status::KernelLaunch, where() + ": global size of " + axis() +
                                                " is taken from an argument: a local size is required"};
       std::optional<std::uint64_t> groups;
       if (static_cast<std::size_t>(arg) < l.args.size() && l.args[arg].kind == KernelArg::Kind::Scalar)
         groups = integer_value(l.args[arg].scalar);
       if (!groups)
-        return Error{Status::KernelLaunch, where + ": global size of " + axis + " names argument " +
+        return Error{Status::KernelLaunch, where() + ": global size of " + axis() + " names argument " +
                                                std::to_string(arg) + ", which is not a non-negative integer scalar"};
       if (*groups > kMaxSize / local)
-        return Error{Status::KernelLaunch, where + ": global size of " + axis + ": " + std::to_string(*groups) +
+        return Error{Status::KernelLaunch, where() + ": global size of " + axis() + ": " + std::to_string(*groups) +
                                                " groups of " + std::to_string(local) + " overflow size_t"};
       global = static_cast<std::size_t>(*groups) * local;
     }
-    if (global == 0) return Error{Status::KernelLaunch, where + ": global size of " + axis + " must not be 0"};
+    if (global == 0) return Error{Status::KernelLaunch, where() + ": global size of " + axis() + " must not be 0"};
     if (ax < info.max_global_sizes.size() && global > info.max_global_sizes[ax])
-      return Error{Status::KernelLaunch, where + ": global size " + std::to_string(global) + " on " + axis +
+      return Error{Status::KernelLaunch, where() + ": global size " + std::to_string(global) + " on " + axis() +
                                              " exceeds the device grid (" + std::to_string(info.max_global_sizes[ax]) + ")"};
     if (c.has_local && global % local != 0)
-      return Error{Status::KernelLaunch, where + ": global size " + std::to_string(global) + " on " + axis +
+      return Error{Status::KernelLaunch, where() + ": global size " + std::to_string(global) + " on " + axis() +
                                              " is not a multiple of the local size " + std::to_string(local)};
     if (global > kMaxSize / work_items)
-      return Error{Status::KernelLaunch, where + ": global size " + std::to_string(global) + " on " + axis +
+      return Error{Status::KernelLaunch, where() + ": global size " + std::to_string(global) + " on " + axis() +
                                              " makes the work-item count overflow size_t"};
     work_items *= global;
     c.global[ax] = global;
@@ -168,7 +170,7 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   }
   const std::size_t max_group = std::min(info.max_work_group_size, k.max_work_group ? k.max_work_group : info.max_work_group_size);
   if (c.has_local && group > max_group)
-    return Error{Status::KernelLaunch, where + ": work-group of " + std::to_string(group) +
+    return Error{Status::KernelLaunch, where() + ": work-group of " + std::to_string(group) +
                                            " work-items exceeds the limit " + std::to_string(max_group)};
   return c;
 }

@@ -341,12 +341,14 @@ cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const st
 
 // --- completions --------------------------------------------------------------
 
-void Engine::Impl::collect_completions() {
+bool Engine::Impl::collect_completions(std::size_t budget) {
   for (const auto& dp : devices) {
     DeviceCtx& d = *dp;
     for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
       Queue& q = d.queues[qi];
       while (!q.in_flight.empty()) {
+        if (budget == 0) return false;
+        --budget;
         const CommandId id = q.in_flight.front();
         EventEntry& e = events.at(id);
         cl_int status = CL_QUEUED;
@@ -359,6 +361,7 @@ void Engine::Impl::collect_completions() {
       }
     }
   }
+  return true;
 }
 
 void Engine::Impl::event_completed(CommandId id, cl_int status) {
