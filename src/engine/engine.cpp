@@ -222,11 +222,7 @@ void Engine::Impl::on_prepare() {
 void Engine::Impl::on_poll() {
   if (polling) return;
   polling = true;
-  // A bounded batch per loop iteration: thousands of completions at once
-  // (a GPU retiring a deep queue) and the callbacks they run would hold the
-  // loop for milliseconds. What is left waits for the next iteration, woken
-  // at once: the loop runs its other handles (timers, I/O) in between.
-  if (!collect_completions(kCompletionsPerTurn) && handles) loop::wake(handles->wake_token());
+  collect_completions();
   poll_crosses();
   poll_builds();
   process_outcomes();

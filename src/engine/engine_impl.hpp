@@ -10,7 +10,6 @@
 
 #include <array>
 #include <deque>
-#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -290,11 +289,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
                     const char** call);
   void flush_dirty_queues(DeviceCtx& d);
-  // Retires completed commands, oldest first per queue, at most `budget`
-  // of them; false when the budget ran out first.
-  bool collect_completions(std::size_t budget = std::numeric_limits<std::size_t>::max());
-  // on_poll's budget (figure 4 of docs/BENCHMARKS.md measures the loop lag).
-  static constexpr std::size_t kCompletionsPerTurn = 256;
+  void collect_completions();
   void event_completed(CommandId id, cl_int status);
   void open_gate(EventEntry& e);  // completes and drops a timed launch's gate
   void process_outcomes();

@@ -341,14 +341,12 @@ cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const st
 
 // --- completions --------------------------------------------------------------
 
-bool Engine::Impl::collect_completions(std::size_t budget) {
+void Engine::Impl::collect_completions() {
   for (const auto& dp : devices) {
     DeviceCtx& d = *dp;
     for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
       Queue& q = d.queues[qi];
       while (!q.in_flight.empty()) {
-        if (budget == 0) return false;
-        --budget;
         const CommandId id = q.in_flight.front();
         EventEntry& e = events.at(id);
         cl_int status = CL_QUEUED;
@@ -361,7 +359,6 @@ bool Engine::Impl::collect_completions(std::size_t budget) {
       }
     }
   }
-  return true;
 }
 
 void Engine::Impl::event_completed(CommandId id, cl_int status) {
