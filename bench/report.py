@@ -77,6 +77,11 @@ DESCRIPTIONS = {
 }
 
 
+def repo_relative(text):
+    """Paths of the machine a run was made on, shortened to what a reader can reproduce."""
+    return re.sub(r"(?:/[^\s/`]+)*/((?:build-bench|\.gpu)/)", r"\1", str(text))
+
+
 def load(path):
     with open(path) as f:
         return json.load(f)
@@ -333,8 +338,9 @@ def machine_table(runs):
                                                                m.get("elapsed_s", 0), m.get("nice", "?"))),
             ("load average (start / end)", lambda m: "%s / %s" % (m.get("loadavg_start", "?"),
                                                                  m.get("loadavg_end", "?"))),
-            ("command", lambda m: "`%s`" % m.get("command", "")),
-            ("environment", lambda m: ", ".join("%s=%s" % kv for kv in m.get("env", {}).items()) or "—")]
+            ("command", lambda m: "`%s`" % repo_relative(m.get("command", ""))),
+            ("environment", lambda m: ", ".join("%s=%s" % (k, repo_relative(v))
+                                                for k, v in m.get("env", {}).items()) or "—")]
     head = "| | " + " | ".join(n for n, _ in runs) + " |\n|---|" + "---|" * len(runs) + "\n"
     body = ""
     for k, fn in keys:
@@ -365,8 +371,9 @@ def cmd_doc(a):
              "scripts/bench.sh --quick    # the same, smaller (a few minutes)\n"
              "build-bench/bench/uvcl_bench --list-devices\n"
              "build-bench/bench/uvcl_bench --figure 3 --device N --json out.json\n"
-             "# GPU machine (see /work/shared/gpu/README.md): stage, carry .gpu, run there:\n"
-             "#   bash .gpu/run.sh uvcl_bench --device 1 --json $OUT/h200.json\n"
+             "# GPU machine: copy build-bench/bench/uvcl_bench and the libraries it links (libuvcl, libuv,\n"
+             "# libsimdjson) there, run it with NVIDIA's OpenCL registered with the ICD loader:\n"
+             "#   uvcl_bench --device 1 --growth-launches 2000000 --json h200.json\n"
              "# then here: cp h200.json bench-results/ && scripts/bench.sh --doc-only\n```\n")
     o.append("CI runs every figure once at a tiny size: `meson test bench-smoke bench-smoke-2dev` "
              "(`uvcl_bench --quick --smoke`, no pyopencl).\n")
@@ -450,7 +457,7 @@ def fmt_params(p):
     for k, v in p.items():
         if isinstance(v, float):
             v = fmt(v)
-        items.append("%s %s" % (k.replace("_", " "), v))
+        items.append("%s %s" % (k.replace("_", " "), repo_relative(v)))
     return ", ".join(items)
 
 

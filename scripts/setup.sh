@@ -9,9 +9,10 @@ build=${1:-build}
 packages=(meson ninja-build g++ pkg-config python3 libuv1-dev libsimdjson-dev opencl-headers
           ocl-icd-libopencl1 pocl-opencl-icd libgtest-dev libbenchmark-dev
           libhttp-parser-dev curl oclgrind)
-# clang++ and libFuzzer (libclang_rt.fuzzer) for scripts/fuzz.sh, which the
-# test run uses unless UVCL_TEST_QUICK=1.
-if [[ ${UVCL_TEST_QUICK:-0} != 1 ]]; then packages+=(clang libclang-rt-14-dev); fi
+# clang++ and libFuzzer (libclang_rt.fuzzer) for scripts/fuzz.sh, clang-tidy
+# and cppcheck for scripts/lint.sh: the test run uses both unless
+# UVCL_TEST_QUICK=1.
+if [[ ${UVCL_TEST_QUICK:-0} != 1 ]]; then packages+=(clang libclang-rt-14-dev clang-tidy cppcheck); fi
 # More packages a caller needs (scripts/bench.sh: pyopencl and matplotlib).
 read -r -a extra <<<"${UVCL_SETUP_EXTRA:-}"
 packages+=("${extra[@]}")

@@ -2,11 +2,11 @@
 # Runs the whole uvcl test suite: installs what is missing, builds, runs
 # `meson test`, and ends with one line "N passed, N failed" counted from
 # meson's results (meson-logs/testlog.json), per GoogleTest case.
-# Then, unless UVCL_TEST_QUICK=1: the same suite under ASan+UBSan
-# (scripts/sanitize.sh, build-asan/) and a short run of each fuzzer
-# (scripts/fuzz.sh, UVCL_FUZZ_SECONDS each, default 20); the closing line
-# counts all three, each fuzzer as one test. These add two builds, about
-# 10-15 minutes on 2 cores.
+# Then, unless UVCL_TEST_QUICK=1: static analysis of src/ (scripts/lint.sh),
+# the same suite under ASan+UBSan (scripts/sanitize.sh, build-asan/) and a
+# short run of each fuzzer (scripts/fuzz.sh, UVCL_FUZZ_SECONDS each, default
+# 20); the closing line counts all of them, the lint and each fuzzer as one
+# test. These add two builds and the lint, about 15 minutes on 2 cores.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 build=${BUILD_DIR:-build}
@@ -16,6 +16,13 @@ meson test -C "$build" --no-rebuild --print-errorlogs "$@"
 status=$?
 logs=("$build/meson-logs/testlog.json")
 if [[ ${UVCL_TEST_QUICK:-0} != 1 ]]; then
+  echo "== static analysis (clang-tidy, cppcheck)"
+  lintlog=$build/meson-logs/lint.json
+  result=OK
+  scripts/lint.sh "$build" > "$build/meson-logs/lint.txt" 2>&1 || { result=FAIL; status=1; tail -60 "$build/meson-logs/lint.txt"; }
+  grep -E '^lint: (clang-tidy took|cppcheck took|0 findings)' "$build/meson-logs/lint.txt"
+  printf '{"name": "lint", "result": "%s", "stdout": ""}\n' "$result" > "$lintlog"
+  logs+=("$lintlog")
   echo "== ASan+UBSan suite (build-asan)"
   rm -f build-asan/meson-logs/testlog.json
   UVCL_SANITIZE_COUNT=0 POCL_CACHE_DIR= BUILD_DIR=build-asan scripts/sanitize.sh address "$@" || status=1
