@@ -257,6 +257,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
 
   // memory.cpp
   Result<BufferRec*> live_buffer(Buffer b, const char* what);
+  // The device `what` (an API call's name) is asked for: in range, not lost.
+  Result<DeviceCtx*> usable_device(std::size_t device, const char* what);
   void free_dying_buffers();
   void free_buffer(std::uint64_t id, BufferRec& b);
 

@@ -14,12 +14,9 @@ std::string host_name(std::uint64_t id) { return "host memory " + std::to_string
 
 Result<HostMemory> Engine::alloc_host(std::size_t device, std::size_t bytes) {
   Impl& e = *impl_;
-  if (device >= e.devices.size())
-    return Error{Status::InvalidArgument, "alloc_host: device " + std::to_string(device) + " out of range (" +
-                                              std::to_string(e.devices.size()) + " devices)"};
-  DeviceCtx& d = *e.devices[device];
-  if (d.state == sched::DeviceState::Lost)
-    return Error{Status::DeviceLost, "alloc_host: device " + std::to_string(device) + " is lost"};
+  auto usable = e.usable_device(device, "alloc_host");
+  if (!usable) return std::move(usable).error();
+  DeviceCtx& d = *usable.value();
   if (bytes == 0) return Error{Status::InvalidArgument, "alloc_host: size must not be 0"};
   if (bytes > d.dev.info.max_allocation)
     return Error{Status::MemoryAllocation, "alloc_host: requested " + std::to_string(bytes) +

@@ -15,14 +15,21 @@ Result<BufferRec*> Engine::Impl::live_buffer(Buffer b, const char* what) {
   return &it->second;
 }
 
+Result<DeviceCtx*> Engine::Impl::usable_device(std::size_t device, const char* what) {
+  if (device >= devices.size())
+    return Error{Status::InvalidArgument, std::string(what) + ": device " + std::to_string(device) +
+                                              " out of range (" + std::to_string(devices.size()) + " devices)"};
+  DeviceCtx& d = *devices[device];
+  if (d.state == sched::DeviceState::Lost)
+    return Error{Status::DeviceLost, std::string(what) + ": device " + std::to_string(device) + " is lost"};
+  return &d;
+}
+
 Result<Buffer> Engine::allocate(std::size_t device, std::size_t bytes) {
   Impl& e = *impl_;
-  if (device >= e.devices.size())
-    return Error{Status::InvalidArgument, "allocate: device " + std::to_string(device) + " out of range (" +
-                                              std::to_string(e.devices.size()) + " devices)"};
-  DeviceCtx& d = *e.devices[device];
-  if (d.state == sched::DeviceState::Lost)
-    return Error{Status::DeviceLost, "allocate: device " + std::to_string(device) + " is lost"};
+  auto usable = e.usable_device(device, "allocate");
+  if (!usable) return std::move(usable).error();
+  DeviceCtx& d = *usable.value();
   if (bytes == 0) return Error{Status::InvalidArgument, "allocate: buffer size must not be 0"};
   const std::uint64_t total = d.dev.info.global_memory;
   const std::uint64_t free = total > d.allocated ? total - d.allocated : 0;

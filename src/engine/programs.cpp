@@ -44,12 +44,9 @@ std::size_t type_size(std::string name) {
 Result<Program> Engine::compile(std::size_t device, const std::string& source, const std::string& options,
                                 BuildCallback on_built) {
   Impl& e = *impl_;
-  if (device >= e.devices.size())
-    return Error{Status::InvalidArgument, "compile: device " + std::to_string(device) + " out of range (" +
-                                              std::to_string(e.devices.size()) + " devices)"};
-  DeviceCtx& d = *e.devices[device];
-  if (d.state == sched::DeviceState::Lost)
-    return Error{Status::DeviceLost, "compile: device " + std::to_string(device) + " is lost"};
+  auto usable = e.usable_device(device, "compile");
+  if (!usable) return std::move(usable).error();
+  DeviceCtx& d = *usable.value();
   if (source.empty()) return Error{Status::InvalidArgument, "compile: source must not be empty"};
   if (e.config.debug_asm) std::fprintf(stderr, "uvcl: compiling for device %zu:\n%s\n", device, source.c_str());
   const std::uint64_t id = e.next_handle++;
