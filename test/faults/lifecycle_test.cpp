@@ -302,5 +302,36 @@ TEST_F(Lifecycle, DeviceEnumerationFailureIsReported) {
   EXPECT_EQ(leaked(), 0);
 }
 
+
+// alloc_host's pinned buffer cannot be created, or cannot be mapped: a
+// MemoryAllocation error naming the call, nothing left behind, and the next
+// alloc_host works.
+TEST(HostMemoryFaults, CreateOrMapFailureIsAClearErrorAndLeaksNothing) {
+  ASSERT_TRUE(shim_ok());
+  for (const char* spec : {"clCreateBuffer:1:CL_MEM_OBJECT_ALLOCATION_FAILURE",
+                           "clEnqueueMapBuffer:1:CL_OUT_OF_RESOURCES"}) {
+    SCOPED_TRACE(spec);
+    const LiveSnapshot live;
+    LoopEngine le;
+    ASSERT_TRUE(le.create(shim_config(1)).ok());
+    shim().reset_faults();
+    shim().set_fault(spec);
+    auto h = le.engine->alloc_host(0, std::size_t{8} << 20);
+    EXPECT_EQ(shim().fired(), 1);
+    ASSERT_FALSE(h.ok());
+    EXPECT_EQ(h.error().status, Status::MemoryAllocation);
+    const std::string call = std::string(spec).substr(0, std::string(spec).find(':'));
+    EXPECT_NE(h.error().message.find(call), std::string::npos) << h.error().to_string();
+    EXPECT_NE(h.error().message.find("alloc_host"), std::string::npos) << h.error().to_string();
+    EXPECT_EQ(le.engine->stats().host_memory_bytes, 0u);
+    shim().reset_faults();
+    auto again = le.engine->alloc_host(0, std::size_t{8} << 20);
+    ASSERT_TRUE(again.ok()) << again.error().to_string();
+    EXPECT_TRUE(le.engine->release(*again).ok());
+    EXPECT_EQ(le.destroy(), 0);
+    EXPECT_EQ(live.delta("all"), 0);
+  }
+}
+
 }  // namespace
 }  // namespace uvcl::faults::lifecycle_test
