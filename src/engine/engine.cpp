@@ -232,14 +232,6 @@ void Engine::Impl::on_poll() {
   update_busy();
 }
 
-// Config::spin_us: right after a command someone waits for was submitted,
-// its completion is looked for on every loop iteration instead of through
-// the driver's callback thread and uv_async (one thread wake-up and one
-// loop wake-up later). Costs a busy core, for at most spin_us per command.
-void Engine::Impl::on_spin() {
-  on_poll();  // ends with update_busy(), which stops spinning when due
-}
-
 bool Engine::Impl::busy() const {
   if (final_base < next_command || !building.empty() || !drains.empty() || !crosses.empty() || loop_holds > 0)
     return true;

@@ -240,7 +240,6 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   // loop::Hooks
   void on_prepare() override;
   void on_poll() override;
-  void on_spin() override;
   // sched::EventRefs
   void retain(CommandId id) override;
   void release(CommandId id) override;

@@ -253,9 +253,13 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     if (events.at(w).queue != q) ++counters.cross_queue_waits;
   if (c.wants_callback && q != sched::kNoQueue) {
     api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+    // Config::spin_us: someone waits for this one, so look for its
+    // completion on every loop iteration rather than through the driver's
+    // callback thread and uv_async (two wake-ups later). A busy core, for
+    // at most spin_us; update_busy() stops it once idle or past the deadline.
     if (config.spin_us > 0) {
       spin_until_ns = std::max(spin_until_ns, uv_hrtime() + std::uint64_t{config.spin_us} * 1000);
-      handles->set_spinning(true);  // update_busy() stops it once idle or past the deadline
+      handles->set_spinning(true);
     }
   }
   if (trace) {

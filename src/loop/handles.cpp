@@ -94,7 +94,7 @@ void Handles::set_busy(bool busy) {
 void Handles::set_spinning(bool spinning) {
   if (spinning == spinning_) return;
   spinning_ = spinning;
-  if (spinning) uv_idle_start(&idle_, [](uv_idle_t* i) { static_cast<Handles*>(i->data)->hooks_->on_spin(); });
+  if (spinning) uv_idle_start(&idle_, [](uv_idle_t* i) { static_cast<Handles*>(i->data)->hooks_->on_poll(); });
   else uv_idle_stop(&idle_);
 }
 

@@ -8,8 +8,8 @@
 //            Started and ref'd only while busy: an idle engine costs no CPU
 //            and uv_run returns.
 //   async    woken by OpenCL callbacks on driver threads (wake()); unref'd.
-//   idle     while spinning (Config::spin_us): the loop polls without
-//            sleeping and each iteration checks completions; unref'd.
+//   idle     while spinning (Config::spin_us): the loop does not sleep and
+//            every iteration runs on_poll; unref'd.
 //
 // The handles live in one heap block that frees itself in the last close
 // callback, so closing works on a caller's loop that runs later.
@@ -27,7 +27,6 @@ class Hooks {
  public:
   virtual void on_prepare() = 0;  // submit windows
   virtual void on_poll() = 0;     // timer tick or wake-up: collect completions
-  virtual void on_spin() = 0;     // a loop iteration while spinning
 
  protected:
   ~Hooks() = default;
@@ -43,7 +42,7 @@ class Handles {
   // Busy: the timer runs and keeps the loop alive.
   void set_busy(bool busy);
   bool busy() const { return busy_; }
-  // Spinning: the loop does not sleep; on_spin runs every iteration.
+  // Spinning: the loop does not sleep; on_poll runs every iteration.
   void set_spinning(bool spinning);
   bool spinning() const { return spinning_; }
   // The token driver callbacks pass to wake().
