@@ -46,7 +46,6 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
   Impl& e = *impl_;
   auto usable = e.usable_device(device, "compile");
   if (!usable) return std::move(usable).error();
-  DeviceCtx& d = *usable.value();
   if (source.empty()) return Error{Status::InvalidArgument, "compile: source must not be empty"};
   if (e.config.debug_asm) std::fprintf(stderr, "uvcl: compiling for device %zu:\n%s\n", device, source.c_str());
   const std::uint64_t id = e.next_handle++;
@@ -57,7 +56,7 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
   p.options = options.empty() ? kSeedOptions : std::string(kSeedOptions) + " " + options;
   p.build_start_ns = uv_hrtime();
   if (e.cache) {
-    const DeviceInfo& info = d.dev.info;
+    const DeviceInfo& info = usable.value()->dev.info;
     p.cache_key = e.cache->key(info.platform_name + " " + info.platform_version, info.name, info.driver_version,
                                p.options, source);
   }
