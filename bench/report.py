@@ -55,7 +55,8 @@ DESCRIPTIONS = {
          "bytes), read (into pinned staging, span given to the callback); alloc_host: the same transfers from and "
          "into pinned memory the caller got from Engine::alloc_host (write Borrow, read_into), no host copy; "
          "bare from pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped) and from pageable memory (std::vector), "
-         "blocking calls.",
+         "blocking calls, and from pinned memory as a non-blocking call followed by clFinish (how uvcl issues "
+         "it).",
     "5x": "A copy between two devices. uvcl copy() stages it through pinned host memory in 4 MiB chunks, reads "
           "and writes overlapping; bare reads all of it into pinned memory, then writes it (blocking).",
     "6": "Per iteration: allocate a 64 KiB temporary, a kernel writes it, a kernel reads it, release it (the "

@@ -4,7 +4,7 @@
 //   uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N...]]...
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
-//              [--spin-iters N]
+//              [--spin-iters N] [--engine-spin-us N]
 //
 // Figures (docs/BENCHMARKS.md explains each and states its target):
 //   1 submission cost per launch      6 frees in flight
@@ -144,6 +144,7 @@ struct Options {
   std::uint64_t launches = 0, growth = 0;
   double idle_s = 0;
   int spin_iters = 0;
+  unsigned engine_spin_us = 0;  // opencl.spin_us of every engine (figure 3 also measures its own)
   std::string argv;
 };
 
@@ -179,7 +180,7 @@ std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std
                                     unsigned spin_us = 0) {
   uvcl::Config cfg;
   cfg.queues = queues;
-  cfg.spin_us = spin_us;
+  cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;
   cfg.cache_dir = cache_dir;
   cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
   auto e = must(Engine::create(cfg), "Engine::create");
@@ -1043,6 +1044,7 @@ Json fig5(Ctx& c) {
   column(fig, "uvcl_host", "uvcl, alloc_host memory (write Borrow; read_into)");
   column(fig, "bare", "bare, pinned host memory");
   column(fig, "bare_pageable", "bare, pageable host memory");
+  column(fig, "bare_async", "bare, pinned, non-blocking call + clFinish");
   column(fig, "pyopencl", "pyopencl, pinned");
   column(fig, "pyopencl_pageable", "pyopencl, pageable");
   const std::string big_name = std::to_string(big >> 20) + " MiB";
@@ -1171,7 +1173,7 @@ Json fig5(Ctx& c) {
     must(e.release(pinned), "release");
   }
   struct B {
-    std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d;
+    std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async;
     double w_pin = 0, w_page = 0, r_pin = 0, r_page = 0, w_pin_pipe = 0, r_pin_pipe = 0;
   } bb;
   {
@@ -1192,7 +1194,15 @@ Json fig5(Ctx& c) {
     for (int r = 0; r <= reps; ++r) {
       const double wp = timed([&] { ck(api.clEnqueueWriteBuffer(q, a, CL_TRUE, 0, big, hp, 0, nullptr, nullptr), "write"); });
       const double wg = timed([&] { ck(api.clEnqueueWriteBuffer(q, a, CL_TRUE, 0, big, host.data(), 0, nullptr, nullptr), "write"); });
+      const double wa = timed([&] {
+        ck(api.clEnqueueWriteBuffer(q, a, CL_FALSE, 0, big, hp, 0, nullptr, nullptr), "write");
+        ck(api.clFinish(q), "finish");
+      });
       const double rp = timed([&] { ck(api.clEnqueueReadBuffer(q, a, CL_TRUE, 0, big, hp, 0, nullptr, nullptr), "read"); });
+      const double ra = timed([&] {
+        ck(api.clEnqueueReadBuffer(q, a, CL_FALSE, 0, big, hp, 0, nullptr, nullptr), "read");
+        ck(api.clFinish(q), "finish");
+      });
       const double rg = timed([&] { ck(api.clEnqueueReadBuffer(q, a, CL_TRUE, 0, big, back.data(), 0, nullptr, nullptr), "read"); });
       const double cp = timed([&] {
         ck(api.clEnqueueCopyBuffer(q, a, b2, 0, 0, big, 0, nullptr, nullptr), "copy");
@@ -1200,6 +1210,8 @@ Json fig5(Ctx& c) {
       });
       if (r == 0) continue;
       bb.h2d_pin.push_back(gbps(big, wp));
+      bb.h2d_async.push_back(gbps(big, wa));
+      bb.d2h_async.push_back(gbps(big, ra));
       bb.h2d_page.push_back(gbps(big, wg));
       bb.d2h_pin.push_back(gbps(big, rp));
       bb.d2h_page.push_back(gbps(big, rg));
@@ -1239,11 +1251,13 @@ Json fig5(Ctx& c) {
   h2d["uvcl_host"] = median(u.h2d_host);
   h2d["bare"] = median(bb.h2d_pin);
   h2d["bare_pageable"] = median(bb.h2d_page);
+  h2d["bare_async"] = median(bb.h2d_async);
   Json& d2h = add_row(fig, "5.d2h", "device -> host, " + big_name, "GB/s", true);
   d2h["uvcl"] = median(u.d2h);
   d2h["uvcl_host"] = median(u.d2h_host);
   d2h["bare"] = median(bb.d2h_pin);
   d2h["bare_pageable"] = median(bb.d2h_page);
+  d2h["bare_async"] = median(bb.d2h_async);
   Json& d2d = add_row(fig, "5.d2d", "device -> device copy, " + big_name + " (bytes copied / s; traffic is 2x)",
                       "GB/s", true);
   d2d["uvcl"] = median(u.d2d);
@@ -2184,7 +2198,7 @@ Json meta(const Ctx& c) {
 void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
-               "                  [--spin-iters N]\n"
+               "                  [--spin-iters N] [--engine-spin-us N]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 (default: all; 5x only with a second device)\n";
 }
 
@@ -2217,6 +2231,7 @@ int run(int argc, char** argv) {
     else if (a == "--growth-launches") c.opt.growth = std::stoull(value(i));
     else if (a == "--idle-seconds") c.opt.idle_s = std::stod(value(i));
     else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
+    else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "-h" || a == "--help") {
       usage();
       return 0;
