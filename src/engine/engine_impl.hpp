@@ -258,6 +258,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   Result<BufferRec*> live_buffer(Buffer b, const char* what);
   // The device `what` (an API call's name) is asked for: in range, not lost.
   Result<DeviceCtx*> usable_device(std::size_t device, const char* what);
+  // Memory of the device's context `what` asks for: not empty, not beyond
+  // the device's largest allocation.
+  static Result<void> check_allocation_size(const DeviceCtx& d, std::size_t bytes, const char* what);
   void free_dying_buffers();
   void free_buffer(std::uint64_t id, BufferRec& b);
 

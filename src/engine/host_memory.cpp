@@ -17,11 +17,7 @@ Result<HostMemory> Engine::alloc_host(std::size_t device, std::size_t bytes) {
   auto usable = e.usable_device(device, "alloc_host");
   if (!usable) return std::move(usable).error();
   DeviceCtx& d = *usable.value();
-  if (bytes == 0) return Error{Status::InvalidArgument, "alloc_host: size must not be 0"};
-  if (bytes > d.dev.info.max_allocation)
-    return Error{Status::MemoryAllocation, "alloc_host: requested " + std::to_string(bytes) +
-                                               " bytes, the device's largest allocation is " +
-                                               std::to_string(d.dev.info.max_allocation)};
+  UVCL_TRY(Impl::check_allocation_size(d, bytes, "alloc_host"));
   auto block = d.staging->acquire(bytes);
   if (!block) return std::move(block).error().context("alloc_host " + std::to_string(bytes) + " bytes");
   const std::uint64_t id = e.next_handle++;

@@ -25,21 +25,27 @@ Result<DeviceCtx*> Engine::Impl::usable_device(std::size_t device, const char* w
   return &d;
 }
 
+Result<void> Engine::Impl::check_allocation_size(const DeviceCtx& d, std::size_t bytes, const char* what) {
+  if (bytes == 0) return Error{Status::InvalidArgument, std::string(what) + ": size must not be 0"};
+  if (bytes > d.dev.info.max_allocation)
+    return Error{Status::MemoryAllocation, std::string(what) + ": requested " + std::to_string(bytes) +
+                                               " bytes, the device's largest allocation is " +
+                                               std::to_string(d.dev.info.max_allocation)};
+  return {};
+}
+
 Result<Buffer> Engine::allocate(std::size_t device, std::size_t bytes) {
   Impl& e = *impl_;
   auto usable = e.usable_device(device, "allocate");
   if (!usable) return std::move(usable).error();
   DeviceCtx& d = *usable.value();
-  if (bytes == 0) return Error{Status::InvalidArgument, "allocate: buffer size must not be 0"};
+  // Free memory first: its message carries both numbers a caller can act on.
   const std::uint64_t total = d.dev.info.global_memory;
   const std::uint64_t free = total > d.allocated ? total - d.allocated : 0;
   if (bytes > free)
     return Error{Status::MemoryAllocation, "allocate: requested " + std::to_string(bytes) + " bytes on device " +
                                                std::to_string(device) + ", " + std::to_string(free) + " free"};
-  if (bytes > d.dev.info.max_allocation)
-    return Error{Status::MemoryAllocation, "allocate: requested " + std::to_string(bytes) +
-                                               " bytes, the device's largest allocation is " +
-                                               std::to_string(d.dev.info.max_allocation)};
+  UVCL_TRY(Impl::check_allocation_size(d, bytes, "allocate"));
   cl_int rc = CL_SUCCESS;
   cl_mem mem = e.api->clCreateBuffer(d.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
   if (rc != CL_SUCCESS)

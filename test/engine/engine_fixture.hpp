@@ -10,6 +10,14 @@
 
 namespace uvcl::testing {
 
+// a[i] *= 2 for i < n: a kernel whose result shows that it ran, and how often.
+inline constexpr const char* kTwiceKernel = R"CL(
+__kernel void twice(__global int* a, uint n) {
+  size_t i = get_global_id(0);
+  if (i < n) a[i] *= 2;
+}
+)CL";
+
 inline Config test_config(unsigned queues = 8, unsigned window = 100) {
   Config c;
   c.queues = queues;

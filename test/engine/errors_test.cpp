@@ -290,6 +290,7 @@ TEST_F(Errors, ApiEdgeErrorsHaveClearMessages) {
   auto zero = eng().allocate(0, 0);
   ASSERT_FALSE(zero.ok());
   EXPECT_EQ(zero.status(), Status::InvalidArgument);
+  EXPECT_EQ(zero.error().message, "allocate: size must not be 0");
   const std::uint64_t free = eng().free_bytes(0);
   auto huge = eng().allocate(0, free + 1);
   ASSERT_FALSE(huge.ok());

@@ -5,13 +5,6 @@
 namespace uvcl::testing {
 namespace {
 
-const char* kHostDouble = R"CL(
-__kernel void twice(__global int* a, uint n) {
-  size_t i = get_global_id(0);
-  if (i < n) a[i] *= 2;
-}
-)CL";
-
 using HostMemoryTest = EngineTest;
 
 std::span<int> ints_of(HostMemory h) {
@@ -29,7 +22,7 @@ TEST_F(HostMemoryTest, BorrowWriteAndReadIntoRoundTrip) {
   for (std::size_t i = 0; i < n; ++i) ints_of(*in)[i] = static_cast<int>(i) - 7;
   std::fill(out->bytes.begin(), out->bytes.end(), std::byte{0});
 
-  Kernel k = kernel(compile(kHostDouble), "twice");
+  Kernel k = kernel(compile(kTwiceKernel), "twice");
   auto buf = eng().allocate(0, n * sizeof(int));
   ASSERT_TRUE(buf.ok());
   ASSERT_TRUE(eng().write(*buf, 0, in->bytes, WriteMode::Borrow).ok());

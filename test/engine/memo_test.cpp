@@ -4,19 +4,12 @@
 namespace uvcl::testing {
 namespace {
 
-const char* kMemoDouble = R"CL(
-__kernel void twice(__global int* v, uint n) {
-  size_t i = get_global_id(0);
-  if (i < n) v[i] *= 2;
-}
-)CL";
-
 using MemoTest = EngineTest;
 
 TEST_F(MemoTest, SecondCompileOfSameSourceReusesTheBuild) {
   const EngineStats before = eng().stats();
-  Program a = compile(kMemoDouble);
-  Program b = compile(kMemoDouble);
+  Program a = compile(kTwiceKernel);
+  Program b = compile(kTwiceKernel);
   const EngineStats after = eng().stats();
   EXPECT_NE(a.id, b.id);
   EXPECT_EQ(after.program_memo_misses - before.program_memo_misses, 1u);
@@ -29,16 +22,16 @@ TEST_F(MemoTest, SecondCompileOfSameSourceReusesTheBuild) {
   EXPECT_EQ(download<int>(buf, 4), (std::vector<int>{2, 4, 6, 8}));
   // Releasing the first program leaves the memo's and the second's references.
   ASSERT_TRUE(eng().release(a).ok());
-  Kernel k2 = kernel(compile(kMemoDouble), "twice");
+  Kernel k2 = kernel(compile(kTwiceKernel), "twice");
   EXPECT_NE(k2.id, 0u);
   EXPECT_EQ(eng().stats().program_memo_hits - before.program_memo_hits, 2u);
 }
 
 TEST_F(MemoTest, DifferentOptionsOrSourceBuildAnew) {
   const EngineStats before = eng().stats();
-  ASSERT_TRUE(eng().compile_sync(0, kMemoDouble).ok());
-  ASSERT_TRUE(eng().compile_sync(0, kMemoDouble, "-DUNUSED=1").ok());
-  ASSERT_TRUE(eng().compile_sync(0, std::string(kMemoDouble) + "\n// another source\n").ok());
+  ASSERT_TRUE(eng().compile_sync(0, kTwiceKernel).ok());
+  ASSERT_TRUE(eng().compile_sync(0, kTwiceKernel, "-DUNUSED=1").ok());
+  ASSERT_TRUE(eng().compile_sync(0, std::string(kTwiceKernel) + "\n// another source\n").ok());
   const EngineStats after = eng().stats();
   EXPECT_EQ(after.program_memo_misses - before.program_memo_misses, 3u);
   EXPECT_EQ(after.program_memo_hits - before.program_memo_hits, 0u);
@@ -48,8 +41,8 @@ TEST_F(MemoTest, ZeroEntriesTurnsItOff) {
   Config c = test_config();
   c.program_memo = 0;
   make_engine(c);
-  ASSERT_TRUE(eng().compile_sync(0, kMemoDouble).ok());
-  ASSERT_TRUE(eng().compile_sync(0, kMemoDouble).ok());
+  ASSERT_TRUE(eng().compile_sync(0, kTwiceKernel).ok());
+  ASSERT_TRUE(eng().compile_sync(0, kTwiceKernel).ok());
   EXPECT_EQ(eng().stats().program_memo_hits, 0u);
 }
 
