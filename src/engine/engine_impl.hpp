@@ -142,6 +142,11 @@ struct Queue {
   cl_command_queue queue = nullptr;
   std::deque<CommandId> in_flight;  // in submission order = completion order
   bool dirty = false;               // enqueued since the last clFlush
+  // The command completed last on this queue, if it failed (0 if it did
+  // not): a driver may fail what it queued behind a failed command (PoCL
+  // fails every later command of the in-order queue), and the errors of
+  // those commands name it.
+  CommandId failed_ahead = 0;
 };
 
 struct DeviceCtx {
@@ -294,12 +299,14 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
                     const char** call);
   void flush_dirty_queues(DeviceCtx& d);
   void collect_completions();
-  void event_completed(CommandId id, cl_int status);
+  // failed_ahead: the failed command completed just before it on its
+  // in-order queue (0: none).
+  void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0);
   void open_gate(EventEntry& e);  // completes and drops a timed launch's gate
   void process_outcomes();
   void finalize(CommandId id, const std::optional<Error>& error);
   void mark_final(CommandId id);
-  Error event_error(CommandId id, const EventEntry& e) const;
+  Error event_error(CommandId id, const EventEntry& e, CommandId failed_ahead) const;
   void trace_completed(CommandId id, const EventEntry& e);
   void lose_device(std::uint32_t device, const Error& why);
 

@@ -359,13 +359,15 @@ void Engine::Impl::collect_completions() {
         if (status > CL_COMPLETE) break;
         q.in_flight.pop_front();
         if (qi < d.compute_queues()) --d.load[qi];
-        event_completed(id, status);
+        const CommandId ahead = status < 0 ? q.failed_ahead : 0;
+        q.failed_ahead = status < 0 ? id : 0;
+        event_completed(id, status, ahead);
       }
     }
   }
 }
 
-void Engine::Impl::event_completed(CommandId id, cl_int status) {
+void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead) {
   EventEntry& e = events.at(id);
   e.complete = true;
   e.status = status;
@@ -384,7 +386,7 @@ void Engine::Impl::event_completed(CommandId id, cl_int status) {
   }
   if (trace) trace_completed(id, e);
   std::optional<Error> err;
-  if (status < 0) err = event_error(id, e);
+  if (status < 0) err = event_error(id, e, failed_ahead);
   const std::uint64_t kernel = e.kernel;  // `e` may move: callbacks below can add events
   if (err) report(*err);
   if (kernel) {
@@ -431,7 +433,7 @@ void Engine::Impl::trace_completed(CommandId id, const EventEntry& e) {
   trace->command(std::move(t));
 }
 
-Error Engine::Impl::event_error(CommandId id, const EventEntry& e) const {
+Error Engine::Impl::event_error(CommandId id, const EventEntry& e, CommandId failed_ahead) const {
   const Status s = e.op == Op::Read ? Status::MemoryCopyP2H
                    : e.op == Op::Write || e.op == Op::Fill ? Status::MemoryCopyH2P
                                                             : Status::KernelSync;
@@ -441,6 +443,8 @@ Error Engine::Impl::event_error(CommandId id, const EventEntry& e) const {
     if (k != kernels.end()) what += ", kernel " + k->second.name + ", tag " + std::to_string(e.tag);
   }
   what += ") on device " + std::to_string(e.device) + " completed with " + cl::error_name(e.status);
+  if (failed_ahead != 0)
+    what += " (queued behind failed command " + std::to_string(failed_ahead) + " on the same in-order queue)";
   return Error{s, what};
 }
 
