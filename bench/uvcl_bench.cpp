@@ -313,6 +313,9 @@ Json fig1(Ctx& c) {
   column(fig, "pyopencl", "pyopencl");
   const char* names[3] = {"a", "b", "c"};
   Costs u[3], be[3], bn[3], bk[3], bf[3], ub[3], beb[3], bnb[3], bfb[3];
+  // uvcl's clGetEventInfo status reads per launch: while submitting, and
+  // in all (completion polling included).
+  double submit_queries[3] = {0, 0, 0}, all_queries[3] = {0, 0, 0};
   const std::uint64_t burst = std::min<std::uint64_t>(n, 1000);
   const int bursts = c.pick(20, 10, 2);
   fig["params"]["burst"] = burst;
@@ -327,6 +330,7 @@ Json fig1(Ctx& c) {
     Kernel add = must(e.kernel(p, "tiny_add"), "kernel tiny_add");
     Buffer chain = zeroed_buffers(e, d, 1, 256)[0];
     std::vector<Buffer> many = zeroed_buffers(e, d, nbuf, 256);
+    std::uint64_t queries_submitting = 0;  // by the last run's submit loop
     auto run = [&](int v, std::uint64_t count, Costs* out) {
       Launch l;
       l.global = {1};
@@ -337,6 +341,7 @@ Json fig1(Ctx& c) {
         l.kernel = tiny;
         l.args = {KernelArg::of(chain)};
       }
+      const std::uint64_t q0 = e.stats().status_queries;
       const double cpu0 = cpu_seconds(RUSAGE_THREAD);
       const std::uint64_t t0 = now_ns();
       for (std::uint64_t i = 0; i < count; ++i) {
@@ -346,6 +351,7 @@ Json fig1(Ctx& c) {
       }
       const double submit = us_since(t0);
       const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+      queries_submitting = e.stats().status_queries - q0;
       must(e.finish(), "finish");
       const double total = us_since(t0);
       const double cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
@@ -353,7 +359,13 @@ Json fig1(Ctx& c) {
     };
     for (int v = 0; v < 3; ++v) run(v, std::min<std::uint64_t>(n, 2000), nullptr);  // warm-up
     for (int r = 0; r < reps; ++r)
-      for (int v = 0; v < 3; ++v) run(v, n, &u[v]);
+      for (int v = 0; v < 3; ++v) {
+        const std::uint64_t q0 = e.stats().status_queries;
+        run(v, n, &u[v]);
+        const double runs = static_cast<double>(n) * reps;
+        all_queries[v] += static_cast<double>(e.stats().status_queries - q0) / runs;
+        submit_queries[v] += static_cast<double>(queries_submitting) / runs;
+      }
     // Short bursts (finished in between): the host cost when the driver's
     // queue is not backed up (a long burst on a GPU runs at the device's pace).
     for (int v = 0; v < 3; ++v)
@@ -362,6 +374,7 @@ Json fig1(Ctx& c) {
     fig["uvcl_stats"]["cross_queue_waits"] = s.cross_queue_waits;
     fig["uvcl_stats"]["flushes"] = s.flushes;
     fig["uvcl_stats"]["submitted"] = s.submitted;
+    fig["uvcl_stats"]["status_queries"] = s.status_queries;
   }
   {
     Bare b(*c.api, c.dev(), 1);
@@ -413,6 +426,31 @@ Json fig1(Ctx& c) {
       if (out) out->add(submit, submit_cpu, total, cpu, count);
     };
     for (int v = 0; v < 3; ++v) run(v, 0, std::min<std::uint64_t>(n, 2000), nullptr);
+    {
+      // What one status read costs the driver: on an event still queued
+      // (behind a backlog) and on a completed one.
+      const std::size_t g = 1;
+      cl_command_queue q = b.q();
+      cl_event first = nullptr, last = nullptr;
+      api.clSetKernelArg(tiny, 0, sizeof chain, &chain);
+      ck(api.clEnqueueNDRangeKernel(q, tiny, 1, nullptr, &g, nullptr, 0, nullptr, &first), "clEnqueueNDRangeKernel");
+      for (int i = 0; i < 2000; ++i)
+        ck(api.clEnqueueNDRangeKernel(q, tiny, 1, nullptr, &g, nullptr, 0, nullptr, nullptr), "clEnqueueNDRangeKernel");
+      ck(api.clEnqueueNDRangeKernel(q, tiny, 1, nullptr, &g, nullptr, 0, nullptr, &last), "clEnqueueNDRangeKernel");
+      auto query_ns = [&](cl_event ev) {
+        constexpr int kQueries = 2000;
+        cl_int st = CL_QUEUED;
+        const std::uint64_t t0 = now_ns();
+        for (int i = 0; i < kQueries; ++i)
+          api.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr);
+        return static_cast<double>(now_ns() - t0) / kQueries;
+      };
+      fig["params"]["bare_status_query_ns_pending"] = query_ns(last);
+      b.finish();
+      fig["params"]["bare_status_query_ns_complete"] = query_ns(first);
+      api.clReleaseEvent(first);
+      api.clReleaseEvent(last);
+    }
     for (int r = 0; r < reps; ++r)
       for (int v = 0; v < 3; ++v) {
         run(v, 0, n, &be[v]);
@@ -462,6 +500,14 @@ Json fig1(Ctx& c) {
     brc["bare"] = median(beb[v].submit_cpu);
     brc["bare_noevent"] = median(bnb[v].submit_cpu);
     brc["bare_flush"] = median(bfb[v].submit_cpu);
+    Json& qs = add_row(fig, k + ".queries_submit",
+                       std::string(what[v]) + ": uvcl's clGetEventInfo status reads per launch while submitting", "1",
+                       false);
+    qs["uvcl"] = submit_queries[v];
+    Json& qa = add_row(fig, k + ".queries",
+                       std::string(what[v]) + ": uvcl's clGetEventInfo status reads per launch, completion included",
+                       "1", false);
+    qa["uvcl"] = all_queries[v];
     Json raw = Json::object();
     raw["uvcl_submit"] = Json::array_of(u[v].submit);
     raw["bare_submit"] = Json::array_of(be[v].submit);

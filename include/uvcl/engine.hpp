@@ -136,6 +136,9 @@ struct EngineStats {
   std::uint64_t launches = 0, writes = 0, reads = 0, copies = 0;
   std::uint64_t bytes_to_device = 0, bytes_from_device = 0, bytes_copied = 0;
   std::uint64_t submitted = 0, failed = 0, flushes = 0, cross_queue_waits = 0;
+  // clGetEventInfo status reads: hazard checks at submission and
+  // completion polling (each costs a driver call).
+  std::uint64_t status_queries = 0;
   std::uint64_t in_flight = 0, pending = 0;
   std::uint64_t live_buffers = 0;
   std::uint64_t host_memory_bytes = 0;  // alloc_host() memory not yet freed

@@ -402,6 +402,7 @@ EngineStats Engine::stats() const {
     for (const Queue& q : d->queues) s.in_flight += q.in_flight.size();
   }
   s.live_buffers = impl_->buffers.size();
+  s.status_queries = impl_->status_queries;
   return s;
 }
 

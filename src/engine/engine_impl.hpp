@@ -232,6 +232,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   sched::CommandGraph graph;
   sched::QueuePolicy policy = sched::QueuePolicy::Continuation;
   EngineStats counters;
+  mutable std::uint64_t status_queries = 0;  // EngineStats::status_queries (is_complete is const)
   ErrorListener error_listener;
   std::function<void(const ScheduleEntry&)> schedule_recorder;
   int in_callback = 0;  // > 0 while the loop runs one of our callbacks

@@ -34,12 +34,17 @@ void Engine::Impl::release(CommandId id) {
   }
 }
 
+// Asks the driver rather than guessing "pending" for recent commands: a
+// wait on an event that has already failed is not harmless on PoCL 3.1 (a
+// command enqueued behind a failed event in its wait list hung the fault
+// sweep's reads when this check was skipped for commands not yet flushed).
 bool Engine::Impl::is_complete(CommandId id) const {
   auto it = events.find(id);
   if (it == events.end()) return true;  // untracked: released after completing
   const EventEntry& e = it->second;
   if (e.complete || e.seen_done) return true;
   if (e.queue == sched::kNoQueue) return false;  // a user event: completed by us
+  ++status_queries;
   cl_int status = CL_QUEUED;
   if (api->clGetEventInfo(e.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
     return false;
@@ -354,6 +359,7 @@ void Engine::Impl::collect_completions() {
         const CommandId id = q.in_flight.front();
         EventEntry& e = events.at(id);
         cl_int status = CL_QUEUED;
+        ++status_queries;
         cl_int rc = api->clGetEventInfo(e.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
         if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
         if (status > CL_COMPLETE) break;

@@ -28,6 +28,25 @@ TEST_F(BasicTest, LaunchAndReadBack) {
   EXPECT_TRUE(eng().finish().ok());
 }
 
+TEST_F(BasicTest, EveryCompletionIsReadFromTheDriverAndCounted) {
+  Program p = compile(kAddOne);
+  Kernel k = kernel(p, "add_one");
+  std::vector<int> in(64, 1);
+  Buffer a = upload(in);
+  auto out = eng().allocate(0, in.size() * sizeof(int));
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE(eng().finish().ok());
+  const EngineStats before = eng().stats();
+  constexpr int kLaunches = 50;
+  Launch l{k, {KernelArg::of(a), KernelArg::of(out.value()), KernelArg::value<std::uint32_t>(64)}, {64}, {}};
+  for (int i = 0; i < kLaunches; ++i) ASSERT_TRUE(eng().launch(l).ok());
+  ASSERT_TRUE(eng().finish().ok());
+  const EngineStats after = eng().stats();
+  EXPECT_EQ(after.submitted - before.submitted, std::uint64_t{kLaunches});
+  // Each command's completion status is read from its event at least once.
+  EXPECT_GE(after.status_queries - before.status_queries, std::uint64_t{kLaunches});
+}
+
 TEST_F(BasicTest, ParamsInferredFromArgInfo) {
   Kernel k = kernel(compile(kAddOne), "add_one");
   auto params = eng().kernel_params(k);
