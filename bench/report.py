@@ -56,7 +56,8 @@ DESCRIPTIONS = {
          "into pinned memory the caller got from Engine::alloc_host (write Borrow, read_into), no host copy; "
          "bare from pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped) and from pageable memory (std::vector), "
          "blocking calls, and from pinned memory as a non-blocking call followed by clFinish (how uvcl issues "
-         "it).",
+         "it). The spin_us column repeats the alloc_host transfers and the copy with an engine whose loop polls "
+         "for completions (opencl.spin_us 20000) instead of waiting for the driver's completion callback.",
     "5x": "A copy between two devices. uvcl copy() stages it through pinned host memory in 4 MiB chunks, reads "
           "and writes overlapping; bare reads all of it into pinned memory, then writes it (blocking).",
     "6": "Per iteration: allocate a 64 KiB temporary, a kernel writes it, a kernel reads it, release it (the "
@@ -266,7 +267,12 @@ def targets(fid, F):
                                ("5.h2d", "uvcl_host", "host->device, write Borrow from alloc_host"),
                                ("5.d2h", "uvcl", "device->host, read"),
                                ("5.d2h", "uvcl_host", "device->host, read_into alloc_host"),
-                               ("5.d2d", "uvcl", "device copy")):
+                               ("5.d2d", "uvcl", "device copy"),
+                               ("5.h2d", "uvcl_host_spin", "host->device, write Borrow from alloc_host, spin_us"),
+                               ("5.d2h", "uvcl_host_spin", "device->host, read_into alloc_host, spin_us"),
+                               ("5.d2d", "uvcl_host_spin", "device copy, spin_us")):
+            if val(f, key, col) is None:
+                continue  # results from before the column existed
             r = ratio(val(f, key, col), val(f, key, "bare"))
             out.append(("%s >= 0.95x bare pinned" % name,
                         "%s vs %s GB/s: %s x" % (fmt(val(f, key, col)), fmt(val(f, key, "bare")), fmt(r)),
@@ -414,6 +420,8 @@ def cmd_doc(a):
             if not f:
                 continue
             o.append("**%s**%s\n" % (name, " — %s" % fmt_params(f.get("params")) if f.get("params") else ""))
+            if f.get("run"):  # a figure spliced in from a later run than the machine table's
+                o.append("*From the run of %s: `%s`.*\n" % (f["run"].get("date", "?"), f["run"].get("command", "?")))
             if "error" in f:
                 o.append("Failed: `%s`\n" % f["error"])
                 continue

@@ -306,6 +306,7 @@ Json fig1(Ctx& c) {
   fig["params"]["reps"] = reps;
   fig["params"]["buffers"] = nbuf;
   column(fig, "uvcl", "uvcl (8 queues)");
+  column(fig, "uvcl_1q", "uvcl, 1 queue");
   column(fig, "bare", "bare, with event");
   column(fig, "bare_noevent", "bare, no event");
   column(fig, "bare_keep", "bare, events held until finished");
@@ -320,9 +321,13 @@ Json fig1(Ctx& c) {
   const int bursts = c.pick(20, 10, 2);
   fig["params"]["burst"] = burst;
   fig["params"]["bursts"] = bursts;
+  Costs u1[3];  // uvcl with one queue: what spreading over queues costs the host
 
-  {
-    auto eng = make_engine(c);
+  // queues: the engine's queue count; u, ub: costs per variant (ub: bursts,
+  // measured with the default queue count only); stats: record the
+  // engine's counters and status reads in the figure.
+  auto measure_uvcl = [&](unsigned queues, Costs* u, Costs* ub, bool stats) {
+    auto eng = make_engine(c, queues);
     Engine& e = *eng;
     const std::size_t d = c.local;
     Program p = must(e.compile_sync(d, kKernels), "compile");
@@ -362,20 +367,25 @@ Json fig1(Ctx& c) {
       for (int v = 0; v < 3; ++v) {
         const std::uint64_t q0 = e.stats().status_queries;
         run(v, n, &u[v]);
+        if (!stats) continue;
         const double runs = static_cast<double>(n) * reps;
         all_queries[v] += static_cast<double>(e.stats().status_queries - q0) / runs;
         submit_queries[v] += static_cast<double>(queries_submitting) / runs;
       }
     // Short bursts (finished in between): the host cost when the driver's
     // queue is not backed up (a long burst on a GPU runs at the device's pace).
-    for (int v = 0; v < 3; ++v)
-      for (int b = 0; b < bursts; ++b) run(v, burst, &ub[v]);
+    if (ub)
+      for (int v = 0; v < 3; ++v)
+        for (int b = 0; b < bursts; ++b) run(v, burst, &ub[v]);
+    if (!stats) return;
     const uvcl::EngineStats s = e.stats();
     fig["uvcl_stats"]["cross_queue_waits"] = s.cross_queue_waits;
     fig["uvcl_stats"]["flushes"] = s.flushes;
     fig["uvcl_stats"]["submitted"] = s.submitted;
     fig["uvcl_stats"]["status_queries"] = s.status_queries;
-  }
+  };
+  measure_uvcl(8, u, ub, true);
+  measure_uvcl(1, u1, nullptr, false);
   {
     Bare b(*c.api, c.dev(), 1);
     const uvcl::cl::Api& api = b.api;
@@ -483,6 +493,7 @@ Json fig1(Ctx& c) {
     for (const Metric& m : metrics) {
       Json& row = add_row(fig, k + m.suffix, std::string(what[v]) + m.what, "us", false);
       row["uvcl"] = median(u[v].*m.field);
+      row["uvcl_1q"] = median(u1[v].*m.field);
       row["bare"] = median(be[v].*m.field);
       row["bare_noevent"] = median(bn[v].*m.field);
       row["bare_keep"] = median(bk[v].*m.field);
@@ -1075,6 +1086,10 @@ struct Waiter {
   }
 };
 
+// Figure 5 with opencl.spin_us: long enough to cover a 256 MiB transfer,
+// so the loop sees each completion itself rather than through the
+// driver's callback thread.
+constexpr unsigned kFig5SpinUs = 20000;
 Json fig5(Ctx& c) {
   const std::size_t big = c.pick<std::size_t>(256u << 20, 64u << 20, 1u << 20);
   const std::size_t small = 4096;
@@ -1088,6 +1103,8 @@ Json fig5(Ctx& c) {
   column(fig, "uvcl", "uvcl (write: Copy mode; read; copy)");
   column(fig, "uvcl_borrow", "uvcl write, Borrow mode");
   column(fig, "uvcl_host", "uvcl, alloc_host memory (write Borrow; read_into)");
+  column(fig, "uvcl_host_spin",
+         "uvcl, alloc_host memory, opencl.spin_us " + std::to_string(kFig5SpinUs) + " (copy: also spin_us)");
   column(fig, "bare", "bare, pinned host memory");
   column(fig, "bare_pageable", "bare, pageable host memory");
   column(fig, "bare_async", "bare, pinned, non-blocking call + clFinish");
@@ -1100,9 +1117,9 @@ Json fig5(Ctx& c) {
     std::vector<double> h2d_copy, h2d_borrow, h2d_host, d2h, d2h_host, d2d;
     double small_w_seq = 0, small_wb_seq = 0, small_r_seq = 0, small_w_pipe = 0, small_r_pipe = 0, small_wb_pipe = 0;
     double small_wh_seq = 0, small_rh_seq = 0, small_wh_pipe = 0, small_rh_pipe = 0;
-  } u;
-  {
-    auto eng = make_engine(c);
+  };
+  auto measure_uvcl = [&](unsigned spin_us, U& u) {
+    auto eng = make_engine(c, 8, {}, std::nullopt, spin_us);
     Engine& e = *eng;
     const std::size_t d = c.local;
     Buffer a = must(e.allocate(d, big), "allocate");
@@ -1217,7 +1234,10 @@ Json fig5(Ctx& c) {
       u.small_r_pipe = us_since(t0) / ops;
     }
     must(e.release(pinned), "release");
-  }
+  };
+  U u, us;
+  measure_uvcl(0, u);
+  measure_uvcl(kFig5SpinUs, us);
   struct B {
     std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async;
     double w_pin = 0, w_page = 0, r_pin = 0, r_page = 0, w_pin_pipe = 0, r_pin_pipe = 0;
@@ -1295,29 +1315,34 @@ Json fig5(Ctx& c) {
   h2d["uvcl"] = median(u.h2d_copy);
   h2d["uvcl_borrow"] = median(u.h2d_borrow);
   h2d["uvcl_host"] = median(u.h2d_host);
+  h2d["uvcl_host_spin"] = median(us.h2d_host);
   h2d["bare"] = median(bb.h2d_pin);
   h2d["bare_pageable"] = median(bb.h2d_page);
   h2d["bare_async"] = median(bb.h2d_async);
   Json& d2h = add_row(fig, "5.d2h", "device -> host, " + big_name, "GB/s", true);
   d2h["uvcl"] = median(u.d2h);
   d2h["uvcl_host"] = median(u.d2h_host);
+  d2h["uvcl_host_spin"] = median(us.d2h_host);
   d2h["bare"] = median(bb.d2h_pin);
   d2h["bare_pageable"] = median(bb.d2h_page);
   d2h["bare_async"] = median(bb.d2h_async);
   Json& d2d = add_row(fig, "5.d2d", "device -> device copy, " + big_name + " (bytes copied / s; traffic is 2x)",
                       "GB/s", true);
   d2d["uvcl"] = median(u.d2d);
+  d2d["uvcl_host_spin"] = median(us.d2d);
   d2d["bare"] = median(bb.d2d);
   Json& ws = add_row(fig, "5.h2d_small", "host -> device, 4 KiB, one at a time (issue -> completion seen)", "us",
                      false);
   ws["uvcl"] = u.small_w_seq;
   ws["uvcl_borrow"] = u.small_wb_seq;
   ws["uvcl_host"] = u.small_wh_seq;
+  ws["uvcl_host_spin"] = us.small_wh_seq;
   ws["bare"] = bb.w_pin;
   ws["bare_pageable"] = bb.w_page;
   Json& rs = add_row(fig, "5.d2h_small", "device -> host, 4 KiB, one at a time (issue -> data on host)", "us", false);
   rs["uvcl"] = u.small_r_seq;
   rs["uvcl_host"] = u.small_rh_seq;
+  rs["uvcl_host_spin"] = us.small_rh_seq;
   rs["bare"] = bb.r_pin;
   rs["bare_pageable"] = bb.r_page;
   Json& wp = add_row(fig, "5.h2d_small_pipelined", "host -> device, 4 KiB, " + std::to_string(ops) +
@@ -1325,11 +1350,13 @@ Json fig5(Ctx& c) {
   wp["uvcl"] = u.small_w_pipe;
   wp["uvcl_borrow"] = u.small_wb_pipe;
   wp["uvcl_host"] = u.small_wh_pipe;
+  wp["uvcl_host_spin"] = us.small_wh_pipe;
   wp["bare"] = bb.w_pin_pipe;
   Json& rp = add_row(fig, "5.d2h_small_pipelined", "device -> host, 4 KiB, " + std::to_string(ops) +
                                                       " back to back: time per transfer", "us", false);
   rp["uvcl"] = u.small_r_pipe;
   rp["uvcl_host"] = u.small_rh_pipe;
+  rp["uvcl_host_spin"] = us.small_rh_pipe;
   rp["bare"] = bb.r_pin_pipe;
   return fig;
 }
