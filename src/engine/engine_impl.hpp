@@ -144,7 +144,7 @@ struct Queue {
   bool dirty = false;               // enqueued since the last clFlush
   // The command completed last on this queue, if it failed (0 if it did
   // not): a driver may fail what it queued behind a failed command (PoCL
-  // fails every later command of the in-order queue), and the errors of
+  // fails the commands enqueued while it was pending), and the errors of
   // those commands name it.
   CommandId failed_ahead = 0;
 };

@@ -35,9 +35,10 @@ void Engine::Impl::release(CommandId id) {
 }
 
 // Asks the driver rather than guessing "pending" for recent commands: a
-// wait on an event that has already failed is not harmless on PoCL 3.1 (a
-// command enqueued behind a failed event in its wait list hung the fault
-// sweep's reads when this check was skipped for commands not yet flushed).
+// wait on an event that has already failed is not harmless. On PoCL 3.1 a
+// command enqueued with a failed event in its wait list stays CL_QUEUED for
+// good (docs/architecture.md, "failure follows the data"); skipping this
+// check for commands not yet flushed hung the fault sweep's reads.
 bool Engine::Impl::is_complete(CommandId id) const {
   auto it = events.find(id);
   if (it == events.end()) return true;  // untracked: released after completing

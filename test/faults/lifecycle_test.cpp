@@ -234,6 +234,64 @@ TEST_F(Lifecycle, FailedTimedLaunchDoesNotFailUnrelatedWork) {
   EXPECT_EQ(leaked(), 0);
 }
 
+// A command on another queue that uses the output of a command whose event
+// has already failed must not wait on that event: on PoCL a command
+// enqueued with a failed event in its wait list never runs. Here the
+// failure has happened in the driver but the engine has not seen it yet
+// (no loop turn in between), so only the status query of the hazard check
+// can tell; it must drop the wait. The launch then fails with the fill's
+// error (it reads what the fill wrote) instead of hanging.
+TEST_F(Lifecycle, WorkAfterAFailedEventDoesNotWaitOnIt) {
+  ASSERT_TRUE(shim_ok());
+  Watchdog wd("work after a failed fill", 60);
+  {
+    Fixture f;
+    ASSERT_TRUE(f.ok);
+    const std::size_t n = 4096;
+    auto a = f.e().allocate(0, n * 4);
+    auto c = f.e().allocate(0, n * 4);
+    auto other = f.e().allocate(0, 64);
+    ASSERT_TRUE(a && c && other);
+    ASSERT_TRUE(f.e().finish().ok());
+    std::vector<std::uint32_t> host(n);
+    for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<std::uint32_t>(i * 7);
+    // c's writer and a's fill land on different queues (the fill's queue
+    // choice sees the write still in flight), so the launch below, which
+    // reads c and a, waits across queues for one of them.
+    ASSERT_TRUE(f.e().write(*c, 0, std::as_bytes(std::span<const std::uint32_t>(host))).ok());
+    const std::uint32_t pattern = 5;
+    shim().set_fault("event:clEnqueueFillBuffer:1:CL_OUT_OF_RESOURCES");
+    ASSERT_TRUE(f.e().fill(*a, std::as_bytes(std::span<const std::uint32_t>(&pattern, 1)), 0, n * 4).ok());
+    // A read is a sync point: both are submitted now, without a loop turn.
+    bool other_read = false;
+    ASSERT_TRUE(f.e().read(*other, 0, 64, [&](Result<std::span<const std::byte>>) { other_read = true; }).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // both run; the fill's event fails
+    EXPECT_EQ(shim().fired(), 1);
+    shim().reset_faults();
+    ASSERT_TRUE(f.e().launch(f.launch(*c, *a, n)).ok());
+    std::optional<Result<void>> first;
+    ASSERT_TRUE(f.e().read(*a, 0, n * 4, [&](Result<std::span<const std::byte>> r) {
+      first = r ? Result<void>{} : Result<void>{r.error()};
+    }).ok());
+    EXPECT_EQ(run_for(f.e(), [&] { return first.has_value() && other_read; }, 20), "")
+        << "work after the failed fill hung";
+    ASSERT_TRUE(first.has_value());
+    ASSERT_FALSE(first->ok()) << "the launch reads what the failed fill wrote";
+    EXPECT_NE(first->error().to_string().find("CL_OUT_OF_RESOURCES"), std::string::npos)
+        << first->error().to_string();
+    // Written again, the buffer is good again.
+    ASSERT_TRUE(f.e().write(*a, 0, std::as_bytes(std::span<const std::uint32_t>(host))).ok());
+    auto back = f.e().read_sync(*a, 0, n * 4);
+    ASSERT_TRUE(back.ok()) << back.error().to_string();
+    std::vector<std::uint32_t> v(n);
+    std::memcpy(v.data(), back->data(), n * 4);
+    EXPECT_EQ(v, host);
+    (void)f.e().finish();
+    EXPECT_EQ(f.le.destroy(), 0);
+  }
+  EXPECT_EQ(leaked(), 0);
+}
+
 // The build-status query fails although the build itself succeeded: the
 // error must name the failed query, not claim a CL_BUILD_PROGRAM_FAILURE.
 TEST_F(Lifecycle, BuildStatusQueryFailureNamesTheQuery) {

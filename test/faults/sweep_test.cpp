@@ -109,7 +109,7 @@ struct Expect {
   bool allow_lost = true;  // a device marked lost is an acceptable reaction
   // A command that fails after it was enqueued (an "event:" fault) may take
   // down what the driver queued behind it on the same in-order queue: PoCL
-  // fails every later command of that queue. Those streams may fail too,
+  // fails the commands enqueued there while it was pending. Those streams may fail too,
   // if their errors say so ("queued behind failed command N").
   bool queue_collateral = false;
 };
