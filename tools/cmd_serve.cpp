@@ -512,7 +512,9 @@ int cmd_serve(const Args& a, const Config& config) {
   // its mmap threshold after each such free, so later ones come from the
   // heap, where fragmentation keeps the peaks resident; a fixed threshold
   // keeps every block of 1 MiB or more in its own mapping, returned on free.
+#ifdef M_MMAP_THRESHOLD  // glibc
   mallopt(M_MMAP_THRESHOLD, 1 << 20);
+#endif
   uv_loop_t loop;
   if (int rc = uv_loop_init(&loop); rc != 0)
     return fail(Error{Status::Initialization, std::string("uv_loop_init: ") + uv_strerror(rc)});
