@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "engine/engine_impl.hpp"
+#include "sched/scratch_list.hpp"
 
 namespace uvcl {
 
@@ -124,12 +125,13 @@ void Engine::Impl::fail_unsubmitted(const Command& c, Error err) {
 void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   const std::uint32_t device = static_cast<std::uint32_t>(d.dev.info.index);
   // RAW producers: whoever last wrote what this command reads.
-  std::vector<CommandId> producers = c.extra_producers;
+  sched::ScratchList<CommandId, 8> producers;
+  for (CommandId p : c.extra_producers) producers.push_back(p);
   for (const Access& a : c.accesses) {
     const BufferRec& b = buffers.at(a.buffer);
     if (a.read && b.hazards.writer) producers.push_back(b.hazards.writer->id);
   }
-  graph.add(c.id, producers);
+  graph.add(c.id, producers.span());
   if (!graph.state(c.id)) {  // an input's producer had failed: the graph failed it already
     discard_unsubmitted(*this, c, Error{Status::KernelSync, "an input of it was produced by a failed command"});
     return;
@@ -156,10 +158,9 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   } else if (c.op == Op::CrossWrite) {
     q = sched::kNoQueue;
   } else {
-    std::vector<sched::AccessView> views;
-    views.reserve(c.accesses.size());
+    sched::ScratchList<sched::AccessView, 8> views;
     for (const Access& a : c.accesses) views.push_back({&buffers.at(a.buffer).hazards, a.write});
-    q = sched::choose_queue(policy, views, d.load, *this);
+    q = sched::choose_queue(policy, views.span(), d.load, *this);
   }
   sched::WaitList waits;
   for (const Access& a : c.accesses) hazards.collect_waits(buffers.at(a.buffer).hazards, a.write, q, waits);
