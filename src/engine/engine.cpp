@@ -93,7 +93,13 @@ Result<void> Engine::Impl::init_devices() {
         return cl::call_error(Status::Initialization, "clCreateCommandQueue", rc).context(where);
       }
     }
-    d->staging = std::make_unique<StagingPool>(*api, d->context, d->queues[d->transfer_queue()].queue);
+    d->map_queue = api->clCreateCommandQueue(d->context, dev.id, 0, &rc);
+    if (rc != CL_SUCCESS) {
+      d->map_queue = nullptr;
+      devices.push_back(std::move(d));
+      return cl::call_error(Status::Initialization, "clCreateCommandQueue(staging map queue)", rc).context(where);
+    }
+    d->staging = std::make_unique<StagingPool>(*api, d->context, d->map_queue);
     if (config.debug_backends)
       std::fprintf(stderr, "uvcl: %s: %u queues, window %u, %llu bytes global memory\n", where.c_str(), n,
                    config.window, static_cast<unsigned long long>(dev.info.global_memory));
@@ -196,6 +202,7 @@ void Engine::Impl::shutdown() {
       if (q.queue && api->clFinish(q.queue) != CL_SUCCESS) drained = false;
     if (drained) d->staging.reset();
     else (void)d->staging.release();  // leaked on purpose: the device may still write there
+    if (d->map_queue) api->clReleaseCommandQueue(d->map_queue);
     for (Queue& q : d->queues)
       if (q.queue) api->clReleaseCommandQueue(q.queue);
     if (d->context) api->clReleaseContext(d->context);

@@ -161,6 +161,9 @@ struct DeviceCtx {
   std::uint64_t allocated = 0;
   std::optional<CommandId> barrier;  // a timed launch later work waits for
   std::unique_ptr<StagingPool> staging;
+  // Staging maps and unmaps only: the loop blocks on a map, which must not
+  // sit behind a transfer.
+  cl_command_queue map_queue = nullptr;
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}
   QueueIndex compute_queues() const { return static_cast<QueueIndex>(load.size()); }

@@ -40,7 +40,9 @@ class StagingPool {
   StagingPool& operator=(const StagingPool&) = delete;
 
   // A block of at least `bytes`. Creating one maps it with a blocking
-  // clEnqueueMapBuffer on a fresh buffer (no work is queued before it).
+  // clEnqueueMapBuffer on a fresh buffer, on `map_queue`: a queue that
+  // carries maps and unmaps only, so the map never waits behind a transfer
+  // (nor behind one that waits on a user event only the loop can complete).
   Result<Staging> acquire(std::size_t bytes);
   void give_back(Staging s);
   std::size_t blocks_live() const { return live_; }

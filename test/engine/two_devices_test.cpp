@@ -1,125 +1,29 @@
 // Two devices: cross-device copies staged through pinned memory, and buffers
 // of one device refused by kernels of another.
 //
-// PoCL reads POCL_DEVICES once, when it initialises — long before a test of
-// this process runs. So the two-device cases run in a child process: this
-// binary again, on the disabled EngineTwoDevicesChild tests, with
-// POCL_DEVICES="pthread pthread". The parent tests spawn it once and check
-// that each child test ran and passed (its output is shown otherwise).
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
+// The two-device cases run in a child process (child_process.hpp): the
+// disabled EngineTwoDevicesChild tests, with POCL_DEVICES="pthread pthread".
+// The parent tests spawn it once and check that each child test ran and
+// passed (its output is shown otherwise).
 #include <chrono>
 #include <cstdlib>
 #include <random>
 
+#include "child_process.hpp"
 #include "engine_test_util.hpp"
-
-extern char** environ;
 
 namespace uvcl::testing::two_devices {
 
+using child_process::Child;
+using child_process::kChildMarker;
 using util::buf;
 using util::make_launch;
 using util::u32;
 
-constexpr const char* kChildMarker = "UVCL_ENGINE_TWO_DEVICES_CHILD";
-
-struct Child {
-  int exit_code = -1;  // -1: did not exit normally
-  std::string output;  // stdout and stderr together
-};
-
-// Runs this binary on the EngineTwoDevicesChild tests with `env` added.
-// GTEST_* variables are dropped so that the parent's filter, sharding or
-// output file cannot filter the child's tests away.
-Child spawn_child(const std::vector<std::pair<std::string, std::string>>& env) {
-  Child result;
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) {
-    result.output = "readlink(/proc/self/exe) failed";
-    return result;
-  }
-  self[len] = '\0';
-  std::vector<std::string> strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const std::string key = entry.substr(0, entry.find('='));
-    bool replaced = key == kChildMarker || key.rfind("GTEST_", 0) == 0;
-    for (const auto& [k, v] : env) replaced = replaced || k == key;
-    if (!replaced) strings.push_back(entry);
-  }
-  for (const auto& [k, v] : env) strings.push_back(k + "=" + v);
-  strings.push_back(std::string(kChildMarker) + "=1");
-  std::vector<char*> envp;
-  for (std::string& s : strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string filter = "--gtest_filter=EngineTwoDevicesChild.*";
-  std::string disabled = "--gtest_also_run_disabled_tests";
-  std::vector<char*> argv = {self, filter.data(), disabled.data(), nullptr};
-
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    result.output = "pipe2 failed";
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, self, &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    result.output = std::string("posix_spawn failed: ") + std::strerror(rc);
-    return result;
-  }
-  // A hung child must not hang the suite.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool timed_out = false;
-  char chunk[4096];
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd pfd{fds[0], POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(left));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      timed_out = ready == 0;
-      break;
-    }
-    const ssize_t n = ::read(fds[0], chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    result.output.append(chunk, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) {
-    ::kill(pid, SIGKILL);
-    result.output += "\n[child timed out]";
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
-}
-
 // One child run serves every parent test.
 const Child& child() {
-  static const Child c = spawn_child({{"POCL_DEVICES", "pthread pthread"}});
+  static const Child c = child_process::spawn_child("EngineTwoDevicesChild.*", {{"POCL_DEVICES", "pthread pthread"}},
+                                                    std::chrono::seconds(120));
   return c;
 }
 

@@ -37,7 +37,7 @@ TEST(Shim, ForwardsAndCounts) {
     ASSERT_TRUE(le.create(shim_config()).ok());
     EXPECT_EQ(shim().calls("clCreateContext"), before + 1);
     EXPECT_EQ(live.delta("context"), 1);
-    EXPECT_EQ(live.delta("queue"), 10) << "8 compute queues + profiling + transfer queue";
+    EXPECT_EQ(live.delta("queue"), 11) << "8 compute queues + profiling + transfer + staging map queue";
     EXPECT_EQ(le.destroy(), 0);
   }
   EXPECT_EQ(live.delta("all"), 0);
