@@ -164,6 +164,9 @@ struct DeviceCtx {
   // Staging maps and unmaps only: the loop blocks on a map, which must not
   // sit behind a transfer.
   cl_command_queue map_queue = nullptr;
+  // Copies into this device with chunk writes still to enqueue, in
+  // submission order: their writes go out in that order.
+  std::deque<std::uint64_t> cross_writes;
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}
   QueueIndex compute_queues() const { return static_cast<QueueIndex>(load.size()); }
@@ -186,7 +189,11 @@ struct CrossCopy {
   std::vector<CrossChunk> chunks;
   CommandId dst_command = 0;
   cl_event user_event = nullptr;     // owned by the dst command's EventEntry
-  std::vector<cl_event> dst_waits;   // retained: gate every chunk write
+  // What the dst command waits for (retained), and the commands they belong
+  // to (0: unknown): no chunk write goes out before all have completed.
+  std::vector<cl_event> dst_waits;
+  std::vector<CommandId> dst_wait_ids;
+  std::size_t next_write = 0;        // chunks [0, next_write) have their write enqueued
   bool dst_submitted = false;
   std::optional<Error> error;
   std::size_t outstanding_writes = 0;

@@ -7,7 +7,9 @@
 // is tracked like any write (later commands wait for it) and completes when
 // the last chunk has landed. The chunk writes run on the destination's
 // transfer queue, never on a scheduled queue, so nothing queued behind the
-// user event can block them.
+// user event can block them; and with no wait list: the engine holds each
+// back until what the destination command waits for has completed, so they
+// cannot block, in order, the writes of another copy they would wait for.
 #include <algorithm>
 #include <cstring>
 
@@ -255,6 +257,93 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   return {};
 }
 
+namespace {
+
+// The command a cross-device copy waits for through `w`, for error messages:
+// submit_one took the copy's waits from the destination's hazard slots and
+// the device's timed-launch barrier, which still hold them. 0: not found.
+CommandId wait_owner(const Engine::Impl& e, const DeviceCtx& d, const Command& c, cl_event w) {
+  auto owns = [&](CommandId id) {
+    auto it = e.events.find(id);
+    return it != e.events.end() && (it->second.event == w || it->second.gate == w);
+  };
+  if (d.barrier && owns(*d.barrier)) return *d.barrier;
+  for (const Access& a : c.accesses) {
+    const sched::BufferHazards& h = e.buffers.at(a.buffer).hazards;
+    if (h.writer && owns(h.writer->id)) return h.writer->id;
+    for (const sched::Slot& s : h.readers)
+      if (owns(s.id)) return s.id;
+  }
+  return 0;
+}
+
+// True once everything the copy's destination command waits for has been
+// seen complete. A failed one fails the copy.
+bool cross_waits_done(Engine::Impl& e, CrossCopy& x) {
+  while (!x.dst_waits.empty()) {
+    cl_int status = CL_QUEUED;
+    ++e.status_queries;
+    if (cl_int rc = e.api->clGetEventInfo(x.dst_waits.back(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
+                                          &status, nullptr);
+        rc != CL_SUCCESS)
+      status = rc;
+    if (status > CL_COMPLETE) return false;
+    if (status < 0 && !x.error) {
+      const CommandId owner = x.dst_wait_ids.back();
+      x.error = Error{Status::KernelSync,
+                      "copy (command " + std::to_string(x.dst_command) + ") into buffer " + std::to_string(x.dst) +
+                          " on device " + std::to_string(x.dst_device) + ": " +
+                          (owner ? "command " + std::to_string(owner) : std::string("an event")) +
+                          " it waits for completed with " + cl::error_name(status)};
+      e.report(*x.error);
+    }
+    e.api->clReleaseEvent(x.dst_waits.back());
+    x.dst_waits.pop_back();
+    x.dst_wait_ids.pop_back();
+  }
+  return true;
+}
+
+// Enqueues the copy's chunk writes that may go: read, and in chunk order.
+// Returns true when none is left to enqueue (all out, or the copy failed).
+bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
+  if (!x.error && !cross_waits_done(e, x)) return false;
+  if (x.error) return true;
+  Queue& tq = d.queues[d.transfer_queue()];
+  cl_mem mem = e.buffers.at(x.dst).mem;
+  for (; x.next_write < x.chunks.size(); ++x.next_write) {
+    CrossChunk& chunk = x.chunks[x.next_write];
+    if (!chunk.read_done) return false;
+    const cl_int rc = e.api->clEnqueueWriteBuffer(tq.queue, mem, CL_FALSE, x.dst_offset + chunk.offset, chunk.bytes,
+                                                  chunk.staging.ptr, 0, nullptr, &chunk.write);
+    if (rc != CL_SUCCESS) {
+      chunk.write = nullptr;
+      x.error = cl::call_error(Status::MemoryCopyH2P, "clEnqueueWriteBuffer(cross-device chunk)", rc);
+      e.report(*x.error);
+      return true;
+    }
+    ++x.outstanding_writes;
+    e.api->clSetEventCallback(chunk.write, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(e.handles->wake_token()));
+    flush = true;
+  }
+  return true;
+}
+
+// A destination's chunk writes go out in the order of the copies' submission:
+// a copy's writes wait until every earlier copy into the device has all of
+// its writes out.
+void cross_issue_device(Engine::Impl& e, DeviceCtx& d) {
+  bool flush = false;
+  while (!d.cross_writes.empty()) {
+    auto it = e.crosses.find(d.cross_writes.front());
+    if (it != e.crosses.end() && !cross_issue(e, d, it->second, flush)) break;
+    d.cross_writes.pop_front();
+  }
+  if (flush) e.api->clFlush(d.queues[d.transfer_queue()].queue);
+}
+
+}  // namespace
+
 void Engine::Impl::submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev) {
   CrossCopy& x = crosses.at(c.cross);
   cl_int rc = CL_SUCCESS;
@@ -264,63 +353,68 @@ void Engine::Impl::submit_cross_write(DeviceCtx& d, const Command& c, const std:
     x.error = cl::call_error(Status::KernelSync, "clCreateUserEvent", rc);
     return;
   }
+  // The engine waits for these itself (poll_crosses) before a chunk write
+  // goes out, so the transfer queue never holds a command waiting on a user
+  // event: one copy's writes waiting there on another copy's user event would
+  // block, in order, the very writes that complete it.
   for (cl_event w : waits) {
-    api->clRetainEvent(w);
+    if (cl_int r = api->clRetainEvent(w); r != CL_SUCCESS) {
+      if (!x.error) {
+        x.error = cl::call_error(Status::KernelSync, "clRetainEvent(cross-device copy wait)", r);
+        report(*x.error);
+      }
+      continue;
+    }
     x.dst_waits.push_back(w);
+    x.dst_wait_ids.push_back(wait_owner(*this, d, c, w));
+    api->clSetEventCallback(w, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
   }
   x.user_event = *ev;
   x.dst_submitted = true;
+  d.cross_writes.push_back(c.cross);
 }
 
 void Engine::Impl::cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error) {
-  CrossCopy& x = crosses.at(xid);
-  CrossChunk& chunk = x.chunks[i];
-  chunk.read_done = true;
+  auto it = crosses.find(xid);
+  if (it == crosses.end()) return;
+  CrossCopy& x = it->second;
+  x.chunks[i].read_done = true;
   if (error && !x.error) x.error = *error;
-  if (!x.error && x.dst_submitted) {
-    DeviceCtx& d = *devices[x.dst_device];
-    Queue& tq = d.queues[d.transfer_queue()];
-    const cl_uint n = static_cast<cl_uint>(x.dst_waits.size());
-    cl_int rc = api->clEnqueueWriteBuffer(tq.queue, buffers.at(x.dst).mem, CL_FALSE, x.dst_offset + chunk.offset,
-                                          chunk.bytes, chunk.staging.ptr, n, n ? x.dst_waits.data() : nullptr,
-                                          &chunk.write);
-    if (rc != CL_SUCCESS) {
-      chunk.write = nullptr;
-      x.error = cl::call_error(Status::MemoryCopyH2P, "clEnqueueWriteBuffer(cross-device chunk)", rc);
-      report(*x.error);
-    } else {
-      ++x.outstanding_writes;
-      api->clSetEventCallback(chunk.write, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
-      api->clFlush(tq.queue);
-    }
-  }
   poll_crosses();
 }
 
 void Engine::Impl::poll_crosses() {
-  std::vector<std::uint64_t> finished;
-  for (auto& [xid, x] : crosses) {
-    for (CrossChunk& chunk : x.chunks) {
-      if (!chunk.write) continue;
-      cl_int status = CL_QUEUED;
-      if (api->clGetEventInfo(chunk.write, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
-          CL_SUCCESS)
-        status = CL_INVALID_EVENT;
-      if (status > CL_COMPLETE) continue;
-      if (status < 0 && !x.error) {
-        x.error = Error{Status::MemoryCopyH2P, std::string("cross-device chunk write completed with ") +
-                                                   cl::error_name(status)};
-        report(*x.error);
+  // Finishing a copy completes its user event, which later copies may wait
+  // for: go round until no copy finishes.
+  for (bool again = true; again;) {
+    for (const auto& d : devices) cross_issue_device(*this, *d);
+    std::vector<std::uint64_t> finished;
+    for (auto& [xid, x] : crosses) {
+      for (CrossChunk& chunk : x.chunks) {
+        if (!chunk.write) continue;
+        cl_int status = CL_QUEUED;
+        if (api->clGetEventInfo(chunk.write, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+            CL_SUCCESS)
+          status = CL_INVALID_EVENT;
+        if (status > CL_COMPLETE) continue;
+        if (status < 0 && !x.error) {
+          x.error = Error{Status::MemoryCopyH2P, std::string("cross-device chunk write completed with ") +
+                                                     cl::error_name(status)};
+          report(*x.error);
+        }
+        api->clReleaseEvent(chunk.write);
+        chunk.write = nullptr;
+        chunk.written = true;
+        --x.outstanding_writes;
       }
-      api->clReleaseEvent(chunk.write);
-      chunk.write = nullptr;
-      chunk.written = true;
-      --x.outstanding_writes;
+      const bool all_read =
+          std::all_of(x.chunks.begin(), x.chunks.end(), [](const CrossChunk& c) { return c.read_done; });
+      const bool settled = x.error || !x.dst_submitted || x.next_write == x.chunks.size();
+      if (all_read && settled && x.outstanding_writes == 0) finished.push_back(xid);
     }
-    const bool all_read = std::all_of(x.chunks.begin(), x.chunks.end(), [](const CrossChunk& c) { return c.read_done; });
-    if (all_read && x.outstanding_writes == 0) finished.push_back(xid);
+    for (std::uint64_t xid : finished) cross_finish(xid);
+    again = !finished.empty();
   }
-  for (std::uint64_t xid : finished) cross_finish(xid);
 }
 
 void Engine::Impl::cross_finish(std::uint64_t xid) {
