@@ -124,6 +124,15 @@ void Engine::Impl::shutdown() {
   // Open gates first: what waits on a timed launch that never ends would
   // otherwise keep clFinish waiting.
   for (auto& [id, e] : events) open_gate(e);
+  // Likewise cross-device copies: only the loop, which no longer turns,
+  // would write their remaining chunks and complete their user events. Fail
+  // those events, so what waits on them fails rather than hangs; the copies'
+  // callbacks are cancelled below.
+  for (auto& [id, x] : crosses) {
+    if (!x.dst_submitted || x.abandoned) continue;
+    api->clSetUserEventStatus(x.user_event, CL_INVALID_OPERATION);
+    x.abandoned = true;
+  }
   // Work on the devices: the one blocking wait, at teardown.
   for (const auto& d : devices)
     for (Queue& q : d->queues)
@@ -194,14 +203,17 @@ void Engine::Impl::shutdown() {
   programs.clear();
   if (memo) memo->clear();  // before the contexts go
   free_host_memory();       // the hooks above ended its last transfers
-  for (auto& d : devices) {
-    // Reads given up on above (a failed clFinish) may still write into
-    // their staging blocks: free those only once the queues have drained.
-    bool drained = true;
+  // Reads given up on above (a failed clFinish) may still write into their
+  // staging blocks, and one device's queue may still copy out of another
+  // device's staging (a cross-device chunk): free no pool before every
+  // queue of every device has drained.
+  bool drained = true;
+  for (auto& d : devices)
     for (Queue& q : d->queues)
       if (q.queue && api->clFinish(q.queue) != CL_SUCCESS) drained = false;
+  for (auto& d : devices) {
     if (drained) d->staging.reset();
-    else (void)d->staging.release();  // leaked on purpose: the device may still write there
+    else (void)d->staging.release();  // leaked on purpose: a device may still use it
     if (d->map_queue) api->clReleaseCommandQueue(d->map_queue);
     for (Queue& q : d->queues)
       if (q.queue) api->clReleaseCommandQueue(q.queue);

@@ -195,6 +195,7 @@ struct CrossCopy {
   std::vector<CommandId> dst_wait_ids;
   std::size_t next_write = 0;        // chunks [0, next_write) have their write enqueued
   bool dst_submitted = false;
+  bool abandoned = false;            // teardown failed its user event
   std::optional<Error> error;
   std::size_t outstanding_writes = 0;
 };

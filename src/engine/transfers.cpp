@@ -307,8 +307,8 @@ bool cross_waits_done(Engine::Impl& e, CrossCopy& x) {
 // Enqueues the copy's chunk writes that may go: read, and in chunk order.
 // Returns true when none is left to enqueue (all out, or the copy failed).
 bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
-  if (!x.error && !cross_waits_done(e, x)) return false;
-  if (x.error) return true;
+  if (!x.error && !x.abandoned && !cross_waits_done(e, x)) return false;
+  if (x.error || x.abandoned) return true;
   Queue& tq = d.queues[d.transfer_queue()];
   cl_mem mem = e.buffers.at(x.dst).mem;
   for (; x.next_write < x.chunks.size(); ++x.next_write) {
@@ -409,7 +409,7 @@ void Engine::Impl::poll_crosses() {
       }
       const bool all_read =
           std::all_of(x.chunks.begin(), x.chunks.end(), [](const CrossChunk& c) { return c.read_done; });
-      const bool settled = x.error || !x.dst_submitted || x.next_write == x.chunks.size();
+      const bool settled = x.error || x.abandoned || !x.dst_submitted || x.next_write == x.chunks.size();
       if (all_read && settled && x.outstanding_writes == 0) finished.push_back(xid);
     }
     for (std::uint64_t xid : finished) cross_finish(xid);
@@ -424,7 +424,9 @@ void Engine::Impl::cross_finish(std::uint64_t xid) {
   crosses.erase(it);
   for (CrossChunk& c : x.chunks) devices[x.src_device]->staging->give_back(c.staging);
   for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
-  if (!x.dst_submitted) return;  // its failure was reported when submission failed
+  // Not submitted: its failure was reported when submission failed.
+  // Abandoned: the teardown failed its user event; its callback is cancelled.
+  if (!x.dst_submitted || x.abandoned) return;
   cl_int status = x.error ? CL_INVALID_OPERATION : CL_COMPLETE;
   if (cl_int rc = api->clSetUserEventStatus(x.user_event, status); rc != CL_SUCCESS) {
     // Commands on the destination device wait on this user event: left
