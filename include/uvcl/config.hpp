@@ -31,6 +31,13 @@
 
 namespace uvcl {
 
+// The ranges the config file format admits; Engine::create checks a Config
+// built in code against the same ones.
+inline constexpr unsigned kMaxQueues = 64;
+inline constexpr unsigned kMaxWindow = 65536;
+inline constexpr unsigned kMaxProgramMemo = 4096;
+inline constexpr unsigned kMaxSpinUs = 1000000;
+
 struct Config {
   std::optional<std::vector<std::size_t>> platform_ids;  // nullopt: all
   unsigned queues = 8;
@@ -51,6 +58,9 @@ struct Config {
   bool debug_asm = false;
 };
 
+// InvalidConfig naming the first field out of range (as its JSON key path),
+// its value and the range.
+Result<void> validate_config(const Config& config);
 // Parses a config document. `origin` names it in messages (a file path).
 Result<Config> parse_config(std::string_view json, std::string_view origin = "config");
 // Reads and parses a file.

@@ -11,8 +11,9 @@
 //   Whatever queues they land on, results equal running every command one
 //   after another in program order.
 // - Errors at the API edge (a released buffer, a wrong argument) are returned
-//   at once. Errors that happen on the device are delivered to the next sync
-//   point of the work they concern, and to the error listener at once. A
+//   at once. Errors that happen on the device are delivered to the work they
+//   concern: the failed command's own callback, its dependents', its error
+//   scope (push_error_scope) or drain, and to the error listener. A
 //   failed command poisons the buffers it would have written: later commands
 //   reading them fail with that error until the buffer is written again.
 // - Destroying the engine cancels work still in windows (its callbacks get
@@ -58,7 +59,11 @@ struct Kernel {
 // How a kernel uses a parameter. Inferred from kernel argument info
 // (`const __global T*` and `__constant` read-only, other `__global` written,
 // `__local` local, the rest scalar) unless declared when the kernel is made.
-enum class ParamAccess { ReadOnly, Written, Scalar, Local };
+// Written: read and written. WriteOnly (declared only): the kernel reads
+// nothing the launch did not write first, so the launch neither waits for
+// nor inherits a failure of the buffer's previous contents; it makes a
+// poisoned buffer valid again.
+enum class ParamAccess { ReadOnly, Written, Scalar, Local, WriteOnly };
 
 struct KernelParam {
   std::string name;
@@ -223,8 +228,20 @@ class Engine {
   // asynchronously) and reports device and wall nanoseconds.
   Result<void> timed_launch(const Launch& l, TimingCallback on_timed);
   // A sync point for everything submitted so far on every device: on_done
-  // gets the first device error since the previous drain, if any.
+  // runs once all of it is done, with the first error of the commands made
+  // since the previous drain outside any error scope (and of the device
+  // itself: a lost device), if any.
   void drain(DoneCallback on_done);
+
+  // --- error scopes ---------------------------------------------------
+  // Errors of the commands made from a push until its pop go to that scope
+  // (the innermost one open when a command is made), not to drain() or to
+  // an enclosing scope: concurrent users of one engine see only their own.
+  void push_error_scope();
+  // Closes the innermost scope; on_done runs once every command made before
+  // this call is done, with the first error of the scope's commands, if any.
+  // An error (and on_done never called) if no scope is open.
+  Result<void> pop_error_scope(DoneCallback on_done);
 
   // --- the loop -------------------------------------------------------
   // Non-blocking: submits windows, collects completions, runs due

@@ -1,5 +1,6 @@
 // engine.cpp — engine lifecycle, the loop side, drains.
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -36,8 +37,13 @@ void absorb_sigabrt(int) {
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* loop) {
+  UVCL_TRY(validate_config(config));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
+  // Handle ids carry the engine's number in their high bits: a handle given
+  // to another engine on the same loop is unknown there, not its namesake.
+  static std::atomic<std::uint64_t> engines_made{0};
+  impl->next_handle = ((engines_made.fetch_add(1, std::memory_order_relaxed) + 1) & 0xffffff) << 40 | 1;
   if (config.absorb_sigabrt) std::signal(SIGABRT, absorb_sigabrt);
   auto lib = cl::Library::open(config.library);
   if (!lib) return std::move(lib).error();
@@ -63,6 +69,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* 
     return std::move(handles).error();
   }
   impl->handles = handles.value();
+  impl->open_root_scope();
   if (auto r = impl->init_devices(); !r) {
     impl->shutdown();
     return std::move(r).error();
@@ -109,7 +116,16 @@ Result<void> Engine::Impl::init_devices() {
 }
 
 Engine::~Engine() {
-  if (impl_) impl_->shutdown();
+  if (!impl_) return;
+  if (impl_->entries > 0) {
+    // From inside one of its own callbacks, as uv_close would be: the
+    // outermost Entry tears it down once the engine's frames have returned.
+    Impl* e = impl_.get();
+    e->doomed = true;
+    e->self = std::move(impl_);
+    return;
+  }
+  impl_->shutdown();
 }
 
 void Engine::Impl::cancel_windows() {
@@ -164,19 +180,20 @@ void Engine::Impl::shutdown() {
       mark_final(id);
     }
   }
-  for (std::uint64_t id : building) {
-    auto it = programs.find(id);
-    if (it != programs.end() && it->second.on_built) {
-      auto cb = std::move(it->second.on_built);
-      in_user_callback(*this, [&] { cb(Error{Status::Cancelled, "engine destroyed while building"}); });
+  // Callbacks may start more builds meanwhile: take the list each round.
+  while (!building.empty()) {
+    std::vector<std::uint64_t> ids;
+    ids.swap(building);
+    for (std::uint64_t id : ids) {
+      auto it = programs.find(id);
+      if (it != programs.end() && it->second.on_built) {
+        auto cb = std::move(it->second.on_built);
+        in_user_callback(*this, [&] { cb(Error{Status::Cancelled, "engine destroyed while building"}); });
+      }
     }
   }
-  building.clear();
-  for (Drain& d : drains) {
-    auto cb = std::move(d.on_done);
-    if (cb) in_user_callback(*this, [&] { cb(Error{Status::Cancelled, "engine destroyed"}); });
-  }
-  drains.clear();
+  deliver_raised();
+  cancel_scopes();
   hooks.clear();
   parked.clear();
   for (auto& [id, x] : crosses) {
@@ -234,29 +251,32 @@ void Engine::Impl::shutdown() {
 // --- the loop side -------------------------------------------------------
 
 void Engine::Impl::on_prepare() {
+  Entry entry(*this);
   submit_all();
+  deliver_raised();
   update_busy();
 }
 
 void Engine::Impl::on_poll() {
   if (polling) return;
+  Entry entry(*this);
   polling = true;
   collect_completions();
   poll_crosses();
   poll_builds();
   process_outcomes();
-  free_dying_buffers();
-  check_drains();
+  check_scopes();
   polling = false;
+  deliver_raised();
   update_busy();
 }
 
 bool Engine::Impl::busy() const {
-  if (final_base < next_command || !building.empty() || !drains.empty() || !crosses.empty() || loop_holds > 0)
+  if (final_base < next_command || !building.empty() || !closing.empty() || !crosses.empty() || loop_holds > 0)
     return true;
   for (const auto& d : devices)
     if (!d->window.empty()) return true;
-  return !dying.empty();
+  return dying > 0 || !undelivered_errors.empty() || !undelivered_schedule.empty();
 }
 
 void Engine::Impl::update_busy() {
@@ -266,26 +286,32 @@ void Engine::Impl::update_busy() {
   if (handles->spinning() && (!b || uv_hrtime() >= spin_until_ns)) handles->set_spinning(false);
 }
 
-void Engine::Impl::report(const Error& e) {
+void Engine::Impl::report(const Error& e) { report(0, e); }
+
+void Engine::Impl::report(CommandId failed, const Error& e) {
+  capture_error(failed == 0 ? root_scope : scope_of(failed), e);
   ++counters.failed;
-  if (!undrained_error) undrained_error = e;
-  if (error_listener) in_user_callback(*this, [&] { error_listener(e); });
+  if (error_listener) undelivered_errors.push_back(e);
 }
 
-void Engine::Impl::check_drains() {
-  for (std::size_t i = 0; i < drains.size();) {
-    if (drains[i].target >= final_base) {
-      ++i;
-      continue;
-    }
-    DoneCallback cb = std::move(drains[i].on_done);
-    drains.erase(drains.begin() + static_cast<std::ptrdiff_t>(i));
-    Result<void> r;
-    if (undrained_error) {
-      r = std::move(*undrained_error);
-      undrained_error.reset();
-    }
-    if (cb) in_user_callback(*this, [&] { cb(std::move(r)); });
+Entry::~Entry() {
+  if (--e_.entries > 0 || !e_.doomed) return;
+  std::unique_ptr<Engine::Impl> gone = std::move(e_.self);
+  if (destroyed_) *destroyed_ = true;
+  gone->shutdown();
+}
+
+void Engine::Impl::deliver_raised() {
+  // What these callbacks raise in turn is delivered by their own steps.
+  while (!undelivered_schedule.empty() || !undelivered_errors.empty()) {
+    std::vector<ScheduleEntry> entries;
+    entries.swap(undelivered_schedule);
+    for (const ScheduleEntry& s : entries)
+      if (schedule_recorder) in_user_callback(*this, [&] { schedule_recorder(s); });
+    std::vector<Error> errors;
+    errors.swap(undelivered_errors);
+    for (const Error& e : errors)
+      if (error_listener) in_user_callback(*this, [&] { error_listener(e); });
   }
 }
 
@@ -313,15 +339,24 @@ void Engine::drain(DoneCallback on_done) {
         e.api->clSetEventCallback(ev->second.event, CL_COMPLETE, on_cl_event,
                                   reinterpret_cast<void*>(e.handles->wake_token()));
     }
-  e.drains.push_back(Drain{e.next_command - 1, std::move(on_done)});
+  e.close_scope(e.root_scope, std::move(on_done));
+  e.open_root_scope();
   e.update_busy();
 }
 
 void Engine::poll() {
-  impl_->submit_all();
-  impl_->on_poll();
-  if (impl_->in_callback == 0) uv_run(impl_->loop, UV_RUN_NOWAIT);
-  impl_->update_busy();
+  Impl* e = impl_.get();  // a callback may destroy the Engine: the Entry keeps the Impl
+  Entry entry(*e);
+  e->submit_all();
+  e->on_poll();
+  // Only the engine's own loop: a caller's loop is the caller's to run (and
+  // may be running now, with this call inside one of its callbacks).
+  if (e->own_loop && e->in_callback == 0 && !e->doomed) {
+    ++e->in_callback;  // callbacks from the loop must not re-enter uv_run
+    uv_run(e->loop, UV_RUN_NOWAIT);
+    --e->in_callback;
+  }
+  e->update_busy();
 }
 
 // The blocking calls run the loop, which must not happen from one of its
@@ -335,8 +370,9 @@ static Result<void> refuse_in_callback(const Engine::Impl& e, const char* call) 
 }
 
 Result<void> Engine::run_until(const std::function<bool()>& done) {
-  Impl& e = *impl_;
+  Impl& e = *impl_;  // a callback may destroy the Engine: the Entry keeps the Impl
   UVCL_TRY(refuse_in_callback(e, "run_until"));
+  Entry entry(e);
   while (!done()) {
     e.submit_all();
     e.update_busy();
@@ -345,6 +381,7 @@ Result<void> Engine::run_until(const std::function<bool()>& done) {
     ++e.in_callback;  // callbacks from the loop must not re-enter uv_run
     uv_run(e.loop, UV_RUN_ONCE);
     --e.in_callback;
+    if (e.doomed) return Error{Status::Cancelled, "run_until: the engine was destroyed by one of its callbacks"};
   }
   return {};
 }
@@ -385,7 +422,7 @@ Result<Program> Engine::compile_sync(std::size_t device, const std::string& sour
     if (!r) error = std::move(r).error();
   });
   if (!p) return p;
-  UVCL_TRY(run_until([&] { return done; }));
+  UVCL_TRY(run_until([&] { return done; }));  // an error also when a callback destroyed the engine
   if (error) {
     (void)release(p.value());
     return std::move(*error);

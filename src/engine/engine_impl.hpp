@@ -87,6 +87,7 @@ struct EventEntry {
   std::uint64_t tag = 0;
   std::uint64_t submit_ns = 0;
   std::vector<std::uint64_t> written;  // buffers it writes: poisoned if it fails
+  std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
 };
 
 struct BufferRec {
@@ -95,6 +96,7 @@ struct BufferRec {
   std::size_t bytes = 0;
   std::uint32_t refs = 1;          // user references
   std::uint32_t pending_uses = 0;  // commands still in a window
+  std::uint32_t uses_in_flight = 0;  // Dying: submitted uses it waits for (free_when_unused)
   sched::BufferState state = sched::BufferState::Live;
   sched::BufferHazards hazards;
   std::optional<Error> poison;
@@ -167,6 +169,7 @@ struct DeviceCtx {
   // Copies into this device with chunk writes still to enqueue, in
   // submission order: their writes go out in that order.
   std::deque<std::uint64_t> cross_writes;
+  bool submitting = false;  // inside submit_window: a nested call leaves new commands to the outer one
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}
   QueueIndex compute_queues() const { return static_cast<QueueIndex>(load.size()); }
@@ -200,12 +203,16 @@ struct CrossCopy {
   std::size_t outstanding_writes = 0;
 };
 
-struct Drain {
-  CommandId target = 0;
-  DoneCallback on_done;
+// The commands made while a scope was the innermost one, and the first error
+// among them (error_scopes.cpp).
+struct ErrorScope {
+  std::optional<Error> error;
+  CommandId target = 0;  // once closed: the last command made before
+  DoneCallback on_done;  // once closed: runs when every command up to target is final
+  bool closed = false;
 };
 
-struct Engine::Impl final : loop::Hooks, sched::EventRefs {
+struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   Config config;
   std::unique_ptr<cl::Library> library;
   const cl::Api* api = nullptr;
@@ -232,21 +239,35 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   std::unordered_map<std::uint64_t, HostRec> host_memory;
   std::map<const std::byte*, std::uint64_t> host_ranges;  // first byte -> host_memory id
   std::vector<std::uint64_t> building;  // programs being built
-  std::vector<std::uint64_t> dying;     // buffers at zero references
-  std::vector<Drain> drains;
-  std::optional<Error> undrained_error;  // first device error since the last drain
+  std::size_t dying = 0;                // buffers at zero references, not yet freed
+  std::unordered_map<std::uint64_t, ErrorScope> scopes;
+  std::map<CommandId, std::uint64_t> scope_from;  // first command id -> scope, up to the next entry
+  std::vector<std::uint64_t> open_scopes;          // pushed by the user, innermost last
+  std::vector<std::uint64_t> closing;              // closed, waiting for their commands, in order
+  std::uint64_t root_scope = 0;                    // drain()'s
+  std::uint64_t next_scope = 1;
   // Final-ness of every command id >= final_base, for drains.
   CommandId final_base = 1;
   std::deque<bool> final_flags;
 
   sched::Hazards hazards{*this};
-  sched::CommandGraph graph;
+  sched::CommandGraph graph{this};
   sched::QueuePolicy policy = sched::QueuePolicy::Continuation;
   EngineStats counters;
   mutable std::uint64_t status_queries = 0;  // EngineStats::status_queries (is_complete is const)
   ErrorListener error_listener;
   std::function<void(const ScheduleEntry&)> schedule_recorder;
   int in_callback = 0;  // > 0 while the loop runs one of our callbacks
+  // User code the engine's steps raise — the error listener, the schedule
+  // recorder — waits here and runs at the end of on_prepare / on_poll, so it
+  // never re-enters submission or sees half-updated state.
+  std::vector<Error> undelivered_errors;
+  std::vector<ScheduleEntry> undelivered_schedule;
+  int entries = 0;  // Entry objects on the stack
+  // Destroyed from inside one of its own callbacks: the Engine handed its
+  // Impl over to `self`, torn down when the outermost Entry ends.
+  bool doomed = false;
+  std::unique_ptr<Impl> self;
   // Components with work still to enqueue from their own loop handles (a job
   // runner between chunks): busy, so run_until keeps turning the loop.
   int loop_holds = 0;
@@ -261,13 +282,21 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void retain(CommandId id) override;
   void release(CommandId id) override;
   bool is_complete(CommandId id) const override;
+  // sched::FailureSink: poisons what a submitted command writes (an
+  // unsubmitted one is poisoned by discard_unsubmitted).
+  void on_failed(CommandId id, const Error& error) override;
 
   // engine.cpp
   Result<void> init_devices();
   void update_busy();
   bool busy() const;
-  void check_drains();
-  void report(const Error& e);  // listener + undrained_error
+  // A failure where it starts (not the failures it causes downstream, which
+  // reach their own commands' callbacks): to the error listener, and to the
+  // error scope of the command that failed — the root scope for an error no
+  // command owns (a lost device).
+  void report(const Error& e);
+  void report(CommandId failed, const Error& e);
+  void deliver_raised();  // runs the listener and recorder calls waiting in undelivered_*
   void cancel_windows();  // shutdown: window contents get Cancelled
   void shutdown();
 
@@ -278,7 +307,11 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   // Memory of the device's context `what` asks for: not empty, not beyond
   // the device's largest allocation.
   static Result<void> check_allocation_size(const DeviceCtx& d, std::size_t bytes, const char* what);
-  void free_dying_buffers();
+  // A Dying buffer is freed once no window holds it and its last uses have
+  // completed: each incomplete use frees it from its completion step
+  // (release_uses); no scan, no driver call.
+  void free_when_unused(std::uint64_t id);
+  void release_uses(std::vector<std::uint64_t>& frees);
   void free_buffer(std::uint64_t id, BufferRec& b);
 
   // host_memory.cpp
@@ -322,6 +355,15 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs {
   void trace_completed(CommandId id, const EventEntry& e);
   void lose_device(std::uint32_t device, const Error& why);
 
+  // error_scopes.cpp
+  void enter_scope(std::uint64_t scope);  // commands made from now on belong to it
+  void open_root_scope();
+  void capture_error(std::uint64_t scope, const Error& error);
+  std::uint64_t scope_of(CommandId id) const;
+  void close_scope(std::uint64_t scope, DoneCallback on_done);
+  void check_scopes();   // closed scopes whose commands are all final call back
+  void cancel_scopes();  // shutdown
+
   // transfers.cpp
   void cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error);
   void cross_start_writes(std::uint64_t cross);
@@ -336,6 +378,23 @@ struct EngineAccess {
   // pointer itself would allow.
   // cppcheck-suppress constParameter
   static Engine::Impl& impl(Engine& e) { return *e.impl_; }
+};
+
+// A call into the engine from which user callbacks may run: a loop handle's
+// (on_prepare, on_poll) or a convenience that runs the loop (run_until,
+// poll). An engine destroyed by one of its callbacks is torn down when the
+// outermost one ends, once none of its frames is on the stack; `destroyed`
+// (optional) is then set.
+class Entry {
+ public:
+  explicit Entry(Engine::Impl& e, bool* destroyed = nullptr) : e_(e), destroyed_(destroyed) { ++e_.entries; }
+  ~Entry();
+  Entry(const Entry&) = delete;
+  Entry& operator=(const Entry&) = delete;
+
+ private:
+  Engine::Impl& e_;
+  bool* destroyed_;
 };
 
 // Runs fn with the re-entrancy guard that run_until checks.

@@ -31,7 +31,8 @@ const char* kind_name(KernelArg::Kind k) {
 const char* expected_kind(ParamAccess a) {
   switch (a) {
     case ParamAccess::ReadOnly:
-    case ParamAccess::Written: return "a buffer";
+    case ParamAccess::Written:
+    case ParamAccess::WriteOnly: return "a buffer";
     case ParamAccess::Scalar: return "a scalar";
     case ParamAccess::Local: return "a local size";
   }
@@ -41,7 +42,8 @@ const char* expected_kind(ParamAccess a) {
 KernelArg::Kind kind_for(ParamAccess a) {
   switch (a) {
     case ParamAccess::ReadOnly:
-    case ParamAccess::Written: return KernelArg::Kind::Buffer;
+    case ParamAccess::Written:
+    case ParamAccess::WriteOnly: return KernelArg::Kind::Buffer;
     case ParamAccess::Scalar: return KernelArg::Kind::Scalar;
     case ParamAccess::Local: return KernelArg::Kind::Local;
   }
@@ -96,11 +98,16 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
                                                      std::to_string(a.buffer.id) + " is on device " +
                                                      std::to_string(b->second.device) + ", the kernel on device " +
                                                      std::to_string(k.device)};
-      const bool writes = p.access == ParamAccess::Written;
+      const bool reads = p.access != ParamAccess::WriteOnly;
+      const bool writes = p.access != ParamAccess::ReadOnly;
       auto same = std::find_if(c.accesses.begin(), c.accesses.end(),
                                [&](const Access& x) { return x.buffer == a.buffer.id; });
-      if (same == c.accesses.end()) c.accesses.push_back(Access{a.buffer.id, true, writes});
-      else same->write = same->write || writes;
+      if (same == c.accesses.end()) {
+        c.accesses.push_back(Access{a.buffer.id, reads, writes});
+      } else {
+        same->read = same->read || reads;
+        same->write = same->write || writes;
+      }
     } else if (a.kind == KernelArg::Kind::Scalar) {
       if (p.scalar_size != 0 && p.scalar_size != a.scalar.size())
         return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " is " +
@@ -195,6 +202,7 @@ Result<void> Engine::check_launch(const Launch& l) {
 
 Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
   Impl& e = *impl_;
+  if (!on_timed) return Error{Status::InvalidArgument, "timed_launch: a callback is required (it receives the timing)"};
   auto c = e.resolve_launch(l, Op::Timed);
   if (!c) return std::move(c).error();
   const std::uint32_t device = e.kernels.at(l.kernel.id).device;

@@ -74,8 +74,8 @@ Result<void> Engine::release(Buffer b) {
   BufferRec& r = *rec.value();
   if (--r.refs > 0) return {};
   r.state = *sched::next(r.state, sched::BufferEvent::LastRelease);
-  e.dying.push_back(b.id);
-  e.free_dying_buffers();
+  ++e.dying;
+  if (r.pending_uses == 0) e.free_when_unused(b.id);  // else: once the window has submitted them
   e.update_busy();
   return {};
 }
@@ -92,30 +92,38 @@ std::uint64_t Engine::free_bytes(std::size_t device) const {
   return d.dev.info.global_memory > d.allocated ? d.dev.info.global_memory - d.allocated : 0;
 }
 
-// A Dying buffer is freed once no window holds it and every tracked use has
-// completed — by event status, never by draining a queue.
-void Engine::Impl::free_dying_buffers() {
-  for (std::size_t i = 0; i < dying.size();) {
-    auto it = buffers.find(dying[i]);
-    if (it == buffers.end()) {
-      dying[i] = dying.back();
-      dying.pop_back();
-      continue;
-    }
-    BufferRec& b = it->second;
-    if (b.pending_uses > 0 || !hazards.uses_complete(b.hazards)) {
-      ++i;
-      continue;
-    }
-    free_buffer(it->first, b);
-    buffers.erase(it);
-    dying[i] = dying.back();
-    dying.pop_back();
+// The last uses of a buffer are its hazard slots: the last writer and the
+// last reader per queue since. Earlier uses completed before them (the same
+// in-order queue) or before the writer (it waited for them).
+void Engine::Impl::free_when_unused(std::uint64_t id) {
+  BufferRec& b = buffers.at(id);
+  auto wait_for = [&](CommandId use) {
+    auto ev = events.find(use);
+    if (ev == events.end() || ev->second.complete) return;
+    ev->second.frees.push_back(id);
+    ++b.uses_in_flight;
+  };
+  if (b.hazards.writer) wait_for(b.hazards.writer->id);
+  for (const sched::Slot& r : b.hazards.readers) wait_for(r.id);
+  if (b.uses_in_flight == 0) {
+    free_buffer(id, b);
+    buffers.erase(id);
   }
+}
+
+void Engine::Impl::release_uses(std::vector<std::uint64_t>& frees) {
+  for (std::uint64_t id : frees) {
+    auto it = buffers.find(id);
+    if (it == buffers.end() || --it->second.uses_in_flight > 0) continue;
+    free_buffer(id, it->second);
+    buffers.erase(it);
+  }
+  frees.clear();
 }
 
 void Engine::Impl::free_buffer(std::uint64_t, BufferRec& b) {
   b.state = *sched::next(b.state, sched::BufferEvent::UsesDone);
+  --dying;
   hazards.clear(b.hazards);
   if (b.mem) api->clReleaseMemObject(b.mem);
   b.mem = nullptr;

@@ -104,7 +104,7 @@ std::optional<CacheEntry> ProgramCache::load(const Key& k) const {
       KernelParam p;
       std::uint8_t access = 0;
       std::uint32_t scalar = 0;
-      if (!r.u8(access) || access > static_cast<std::uint8_t>(ParamAccess::Local) || !r.u32(scalar) ||
+      if (!r.u8(access) || access > static_cast<std::uint8_t>(ParamAccess::WriteOnly) || !r.u32(scalar) ||
           !r.str(p.type_name) || !r.str(p.name))
         return std::nullopt;
       p.access = static_cast<ParamAccess>(access);

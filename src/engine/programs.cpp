@@ -1,5 +1,6 @@
 // programs.cpp — program builds (asynchronous where the driver allows),
 // kernels and their parameter access.
+#include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <tuple>
@@ -227,6 +228,7 @@ void Engine::Impl::poll_builds() {
     Result<void> r;
     if (p.build == ProgramRec::Build::Failed) r = *p.error;
     if (cb) in_user_callback(*this, [&] { cb(std::move(r)); });
+    maybe_free_program(id);  // released before on_built ran
   }
 }
 
@@ -337,8 +339,8 @@ Result<void> Engine::release(Program p) {
   auto it = e.programs.find(p.id);
   if (it == e.programs.end() || it->second.released)
     return Error{Status::InvalidArgument, "release: program " + std::to_string(p.id) + " is not a live program"};
-  if (it->second.build == ProgramRec::Build::Building)
-    return Error{Status::InvalidArgument, "release: program " + std::to_string(p.id) + " is still building"};
+  // Still building, or built with on_built not yet run: freed once on_built
+  // has run (poll_builds), which it still does, exactly once.
   it->second.released = true;
   e.maybe_free_program(p.id);
   return {};
@@ -371,6 +373,7 @@ void Engine::Impl::maybe_free_kernel(std::uint64_t id) {
 void Engine::Impl::maybe_free_program(std::uint64_t id) {
   auto it = programs.find(id);
   if (it == programs.end() || !it->second.released || it->second.kernels > 0) return;
+  if (std::find(building.begin(), building.end(), id) != building.end()) return;  // on_built still to run
   api->clReleaseProgram(it->second.program);
   programs.erase(it);
 }

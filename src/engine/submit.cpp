@@ -75,14 +75,23 @@ void Engine::Impl::submit_all() {
 
 void Engine::Impl::submit_window(std::uint32_t device) {
   DeviceCtx& d = *devices[device];
-  if (d.window.empty()) return;
+  // Nested (from engine code run while submitting): what it added sits in
+  // the window behind the commands being submitted; the loop below takes it.
+  if (d.window.empty() || d.submitting) return;
+  d.submitting = true;
   const std::uint64_t t0 = trace ? uv_hrtime() : 0;
-  std::vector<Command> cmds = d.window.take();
-  for (Command& c : cmds) submit_one(d, c);
+  std::vector<Command> cmds;
+  std::size_t submitted = 0;
+  while (!d.window.empty()) {
+    cmds = d.window.take();
+    for (Command& c : cmds) submit_one(d, c);
+    submitted += cmds.size();
+  }
+  d.submitting = false;
   flush_dirty_queues(d);
   ++counters.flushes;
   if (trace)
-    trace->host(TraceHost{"submit window (device " + std::to_string(device) + ")", t0, uv_hrtime(), cmds.size()});
+    trace->host(TraceHost{"submit window (device " + std::to_string(device) + ")", t0, uv_hrtime(), submitted});
 }
 
 void Engine::Impl::flush_dirty_queues(DeviceCtx& d) {
@@ -96,7 +105,10 @@ void Engine::Impl::flush_dirty_queues(DeviceCtx& d) {
 
 // Releases what a command held while it sat in the window.
 static void release_pending(Engine::Impl& e, const Command& c) {
-  for (const Access& a : c.accesses) --e.buffers.at(a.buffer).pending_uses;
+  for (const Access& a : c.accesses) {
+    BufferRec& b = e.buffers.at(a.buffer);
+    if (--b.pending_uses == 0 && b.state == sched::BufferState::Dying) e.free_when_unused(a.buffer);
+  }
 }
 
 // Cleanup for a command that will never run: what it would have written
@@ -198,7 +210,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     if (grc != CL_SUCCESS || !gate) {
       Error e = cl::call_error(Status::KernelLaunch, "clCreateUserEvent", grc == CL_SUCCESS ? CL_OUT_OF_RESOURCES : grc);
       e.context("timed launch (command " + std::to_string(c.id) + ", kernel " + kernels.at(c.kernel).name + ")");
-      report(e);
+      report(c.id, e);
       fail_unsubmitted(c, std::move(e));
       return;
     }
@@ -223,7 +235,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     std::string what = std::string(op_name(c.op)) + " (command " + std::to_string(c.id);
     if (c.kernel) what += ", kernel " + kernels.at(c.kernel).name + ", tag " + std::to_string(c.tag);
     e.context(what + ")");
-    report(e);
+    report(c.id, e);
     fail_unsubmitted(c, std::move(e));
     if (gate) api->clReleaseEvent(gate);  // nothing waits on it yet
     if (rc == CL_DEVICE_NOT_AVAILABLE || rc == CL_INVALID_COMMAND_QUEUE || rc == CL_INVALID_CONTEXT)
@@ -291,7 +303,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
       if (a.write) s.writes.push_back(Buffer{a.buffer});
     }
     s.waits = waits.ids();
-    schedule_recorder(s);
+    undelivered_schedule.push_back(std::move(s));
   }
   release_pending(*this, c);
 }
@@ -396,7 +408,7 @@ void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed
   std::optional<Error> err;
   if (status < 0) err = event_error(id, e, failed_ahead);
   const std::uint64_t kernel = e.kernel;  // `e` may move: callbacks below can add events
-  if (err) report(*err);
+  if (err) report(id, *err);
   if (kernel) {
     auto k = kernels.find(kernel);
     if (k != kernels.end()) {
@@ -409,6 +421,10 @@ void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed
     std::optional<Error> outcome = std::move(p->second);
     parked.erase(p);
     finalize(id, outcome);
+  }
+  if (auto ev = events.find(id); ev != events.end() && !ev->second.frees.empty()) {
+    std::vector<std::uint64_t> frees = std::move(ev->second.frees);
+    release_uses(frees);
   }
   release(id);  // the in-flight reference
 }
@@ -464,19 +480,21 @@ void Engine::Impl::open_gate(EventEntry& e) {
   e.gate = nullptr;
 }
 
+void Engine::Impl::on_failed(CommandId id, const Error& error) {
+  auto ev = events.find(id);
+  if (ev == events.end()) return;
+  for (std::uint64_t bid : ev->second.written) {
+    auto b = buffers.find(bid);
+    // Unless a later command wrote it since.
+    if (b != buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == id)
+      b->second.poison = Error{error.status, "buffer " + std::to_string(bid) + " holds no valid data: " + error.message};
+  }
+}
+
 void Engine::Impl::process_outcomes() {
   while (graph.has_outcomes()) {
     for (sched::CommandGraph::Outcome& o : graph.take_outcomes()) {
       auto ev = events.find(o.id);
-      if (o.error && ev != events.end()) {
-        // Poison what it wrote, unless a later command wrote it since.
-        for (std::uint64_t bid : ev->second.written) {
-          auto b = buffers.find(bid);
-          if (b != buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == o.id)
-            b->second.poison = Error{o.error->status, "buffer " + std::to_string(bid) +
-                                                          " holds no valid data: " + o.error->message};
-        }
-      }
       if (ev != events.end() && !ev->second.complete) {
         parked.emplace(o.id, std::move(o.error));
         continue;

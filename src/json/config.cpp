@@ -15,9 +15,6 @@ using json::Path;
 using json::Reader;
 namespace od = json::od;
 
-constexpr std::uint64_t kMaxQueues = 64;
-constexpr std::uint64_t kMaxWindow = 65536;
-
 Result<void> parse_platform_ids(Reader& r, od::value& v, const Path& at, Config& cfg) {
   constexpr std::string_view what = "null or an array of non-negative integers";
   auto null = r.is_null(v);
@@ -64,7 +61,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     if (key == "absorb_sigabrt") return r.get_bool(f, p, cfg.absorb_sigabrt);
     if (key == "profile") return r.get_bool(f, p, cfg.profile);
     if (key == "program_memo" || key == "spin_us") {
-      const std::uint64_t hi = key == "program_memo" ? 4096 : 1000000;
+      const std::uint64_t hi = key == "program_memo" ? kMaxProgramMemo : kMaxSpinUs;
       std::uint64_t n = 0;
       UVCL_TRY(r.get_uint(f, p, 0, hi, n));
       (key == "program_memo" ? cfg.program_memo : cfg.spin_us) = static_cast<unsigned>(n);
@@ -96,6 +93,22 @@ Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {
 }
 
 }  // namespace
+
+Result<void> validate_config(const Config& config) {
+  struct Range {
+    const char* key;
+    unsigned value, lo, hi;
+  };
+  const Range ranges[] = {{"opencl.queues", config.queues, 1, kMaxQueues},
+                          {"opencl.window", config.window, 1, kMaxWindow},
+                          {"opencl.program_memo", config.program_memo, 0, kMaxProgramMemo},
+                          {"opencl.spin_us", config.spin_us, 0, kMaxSpinUs}};
+  for (const Range& r : ranges)
+    if (r.value < r.lo || r.value > r.hi)
+      return Error{Status::InvalidConfig, std::string(r.key) + " (" + std::to_string(r.value) + ") is outside " +
+                                              std::to_string(r.lo) + ".." + std::to_string(r.hi)};
+  return {};
+}
 
 Result<Config> parse_config(std::string_view json, std::string_view origin) {
   Reader r(origin, Status::InvalidConfig);

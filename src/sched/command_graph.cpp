@@ -97,6 +97,7 @@ void CommandGraph::fail_from(CommandId first, Error error) {
     std::vector<CommandId> dependents = std::move(n.dependents);
     n.dependents.clear();
     outcomes_.push_back(Outcome{id, id == first ? error : downstream});
+    if (sink_) sink_->on_failed(id, outcomes_.back().error.value());
     work.insert(work.end(), dependents.begin(), dependents.end());
     // A failed command whose event still runs stays until event_done.
     if (!awaits_event) retire(id);

@@ -24,8 +24,21 @@
 
 namespace uvcl::sched {
 
+// Told of every failure in the step that fails the command, transitive ones
+// included, before any outcome is taken: what the command wrote must be
+// marked invalid before user code that could read it runs.
+class FailureSink {
+ public:
+  virtual void on_failed(CommandId id, const Error& error) = 0;
+
+ protected:
+  ~FailureSink() = default;
+};
+
 class CommandGraph {
  public:
+  explicit CommandGraph(FailureSink* sink = nullptr) : sink_(sink) {}
+
   struct Outcome {
     CommandId id = 0;
     std::optional<Error> error;  // nullopt: success
@@ -59,6 +72,7 @@ class CommandGraph {
   void fail_from(CommandId first, Error error);
   void retire(CommandId id);
 
+  FailureSink* sink_ = nullptr;
   std::unordered_map<CommandId, Node> nodes_;
   std::vector<Outcome> outcomes_;
 };

@@ -1,0 +1,93 @@
+// error_scopes.cpp — errors delivered to the work they concern.
+//
+// Every command belongs to the scope that was innermost when it was made:
+// one the user pushed, or the root scope that drain() closes and renews. A
+// failure goes to the scope of the command where it started (the first one
+// is kept), so a drain or a popped scope never reports another caller's
+// failure, and each failure is reported once; what fails downstream of it
+// carries it to its own callback. Which
+// scope a command belongs to is a range lookup in `scope_from` (first command
+// id -> scope), made only when a command fails: nothing per launch.
+// Errors no command owns (a lost device) go to the root scope.
+#include "engine/engine_impl.hpp"
+
+namespace uvcl {
+
+void Engine::Impl::enter_scope(std::uint64_t scope) {
+  // Entries no unfinished command can map to any more are dropped first.
+  while (scope_from.size() > 1 && std::next(scope_from.begin())->first <= final_base)
+    scope_from.erase(scope_from.begin());
+  scope_from[next_command] = scope;
+}
+
+void Engine::Impl::open_root_scope() {
+  root_scope = next_scope++;
+  scopes[root_scope];
+  if (open_scopes.empty()) enter_scope(root_scope);
+}
+
+void Engine::Impl::capture_error(std::uint64_t scope, const Error& error) {
+  auto it = scopes.find(scope);
+  if (it != scopes.end() && !it->second.error) it->second.error = error;
+}
+
+std::uint64_t Engine::Impl::scope_of(CommandId id) const {
+  auto it = scope_from.upper_bound(id);
+  return it == scope_from.begin() ? root_scope : std::prev(it)->second;
+}
+
+void Engine::Impl::close_scope(std::uint64_t scope, DoneCallback on_done) {
+  ErrorScope& s = scopes.at(scope);
+  s.closed = true;
+  s.target = next_command - 1;
+  s.on_done = std::move(on_done);
+  closing.push_back(scope);
+}
+
+void Engine::Impl::check_scopes() {
+  // In closing order: a scope closed later covers at least as many commands.
+  while (!closing.empty() && scopes.at(closing.front()).target < final_base) {
+    const std::uint64_t id = closing.front();
+    closing.erase(closing.begin());
+    auto node = scopes.extract(id);
+    Result<void> r;
+    if (node.mapped().error) r = std::move(*node.mapped().error);
+    if (node.mapped().on_done) in_user_callback(*this, [&] { node.mapped().on_done(std::move(r)); });
+  }
+}
+
+void Engine::Impl::cancel_scopes() {
+  // Callbacks may close more scopes meanwhile: take the list each round.
+  while (!closing.empty()) {
+    std::vector<std::uint64_t> ids;
+    ids.swap(closing);
+    for (std::uint64_t id : ids) {
+      auto node = scopes.extract(id);
+      if (node && node.mapped().on_done)
+        in_user_callback(*this, [&] { node.mapped().on_done(Error{Status::Cancelled, "engine destroyed"}); });
+    }
+  }
+}
+
+void Engine::push_error_scope() {
+  Impl& e = *impl_;
+  const std::uint64_t id = e.next_scope++;
+  e.scopes[id];
+  e.open_scopes.push_back(id);
+  e.enter_scope(id);
+}
+
+Result<void> Engine::pop_error_scope(DoneCallback on_done) {
+  Impl& e = *impl_;
+  if (e.open_scopes.empty()) return Error{Status::InvalidArgument, "pop_error_scope: no error scope is open"};
+  if (!on_done) return Error{Status::InvalidArgument, "pop_error_scope: a callback is required"};
+  const std::uint64_t id = e.open_scopes.back();
+  e.open_scopes.pop_back();
+  e.submit_all();
+  e.close_scope(id, std::move(on_done));
+  e.enter_scope(e.open_scopes.empty() ? e.root_scope : e.open_scopes.back());
+  e.update_busy();
+  return {};
+}
+
+}  // namespace uvcl

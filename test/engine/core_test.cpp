@@ -1,0 +1,260 @@
+// The engine core's promises, each tried the way a user broke it: program
+// order when a callback submits from inside the engine, releases that cost
+// nothing on the loop, the API edge (callbacks required, handles of another
+// engine, configs built in code, programs released before on_built ran), and
+// the engine destroyed from inside its own callbacks. (The error listener's
+// order and failures are in test/faults/core_faults_test.cpp.)
+#include <chrono>
+#include <thread>
+
+#include "engine_test_util.hpp"
+
+namespace uvcl::testing::core {
+
+using util::buf;
+using util::make_launch;
+using util::u32;
+
+class Core : public EngineTest {
+ protected:
+  void SetUp() override {
+    EngineTest::SetUp();
+    program_ = compile(util::kKernels);
+    set_ = kernel(program_, "set_value");
+    spin_ = kernel(program_, "spin");
+  }
+  Program program_;
+  Kernel set_, spin_;
+};
+
+std::vector<std::uint32_t> words(std::span<const std::byte> b) {
+  std::vector<std::uint32_t> v(b.size() / 4);
+  std::memcpy(v.data(), b.data(), v.size() * 4);
+  return v;
+}
+
+// The schedule recorder runs while a window is submitted. A read it issues
+// must come after every command made before it — here a fill still in the
+// same window — not jump ahead of them.
+TEST_F(Core, ReadFromTheScheduleRecorderKeepsProgramOrder) {
+  constexpr std::uint32_t n = 256;
+  const Buffer x = upload(std::vector<std::uint32_t>(n, 1));
+  auto other = eng().allocate(0, n * 4);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(eng().finish().ok());
+  bool issued = false;
+  std::optional<std::vector<std::uint32_t>> seen;
+  eng().set_schedule_recorder([&](const ScheduleEntry&) {
+    if (issued) return;
+    issued = true;
+    auto r = eng().read(x, 0, n * 4, [&](Result<std::span<const std::byte>> d) {
+      ASSERT_TRUE(d.ok()) << d.error().to_string();
+      seen = words(*d);
+    });
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+  });
+  // One window: the launch is recorded first, the fill is still waiting.
+  ASSERT_TRUE(eng().launch(make_launch(set_, {buf(other.value()), u32(3), u32(n)}, {n})).ok());
+  const std::uint32_t five = 5;
+  ASSERT_TRUE(eng().fill(x, std::as_bytes(std::span(&five, 1)), 0, n * 4).ok());
+  ASSERT_TRUE(eng().finish().ok());
+  eng().set_schedule_recorder({});
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(*seen, std::vector<std::uint32_t>(n, 5)) << "the read ran before the fill made before it";
+}
+
+// release() of a buffer whose last use is still running costs no driver
+// call: the buffer is freed by the completion step, not by rescanning every
+// dying buffer on every release.
+TEST_F(Core, ReleasesBehindASlowKernelAskTheDriverNothing) {
+  const std::uint32_t iters = util::spin_iters_for(eng(), spin_, 150);
+  auto in = eng().allocate(0, 4);
+  auto out = eng().allocate(0, 4);
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_TRUE(eng().launch(make_launch(spin_, {buf(*in), buf(*out), u32(iters), u32(1)}, {1})).ok());
+  constexpr int kBuffers = 2000;
+  std::vector<Buffer> bufs;
+  for (int i = 0; i < kBuffers; ++i) {
+    auto b = eng().allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    // Each reads what the slow kernel writes: its use waits for it.
+    ASSERT_TRUE(eng().copy(*out, 0, *b, 0, 4).ok());
+    bufs.push_back(*b);
+  }
+  eng().poll();  // submitted, still behind the kernel
+  const std::uint64_t queries0 = eng().stats().status_queries;
+  for (Buffer b : bufs) ASSERT_TRUE(eng().release(b).ok());
+  EXPECT_EQ(eng().stats().status_queries - queries0, 0u) << "release() asked the driver about pending uses";
+  const std::uint64_t live0 = eng().stats().live_buffers;
+  ASSERT_TRUE(eng().finish().ok());
+  EXPECT_EQ(eng().stats().live_buffers, live0 - kBuffers) << "dying buffers were not freed once their uses completed";
+}
+
+// A timed launch exists for its callback: an empty one is refused. A
+// borrowed write may go without on_done (the caller keeps its bytes until
+// finish()), also from host memory released while the write is in flight.
+TEST_F(Core, EmptyCallbacks) {
+  auto b = eng().allocate(0, 64);
+  ASSERT_TRUE(b.ok());
+  auto timed = eng().timed_launch(make_launch(set_, {buf(*b), u32(1), u32(16)}, {16}), {});
+  ASSERT_FALSE(timed.ok());
+  EXPECT_EQ(timed.status(), Status::InvalidArgument);
+  EXPECT_NE(timed.error().message.find("callback"), std::string::npos) << timed.error().message;
+  auto host = eng().alloc_host(0, 64);
+  ASSERT_TRUE(host.ok()) << host.error().to_string();
+  std::memset(host->bytes.data(), 7, 64);
+  ASSERT_TRUE(eng().write(*b, 0, host->bytes, WriteMode::Borrow).ok());
+  ASSERT_TRUE(eng().write(*b, 0, host->bytes.subspan(0, 32), WriteMode::Borrow).ok());
+  ASSERT_TRUE(eng().release(*host).ok());
+  ASSERT_TRUE(eng().finish().ok());
+  auto back = eng().read_sync(*b, 0, 64);
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  EXPECT_EQ(std::to_integer<int>((*back)[63]), 7);
+}
+
+// A handle is only valid with the engine that made it.
+TEST_F(Core, HandlesOfAnotherEngineAreRefused) {
+  auto other = Engine::create(test_config());
+  ASSERT_TRUE(other.ok()) << other.error().to_string();
+  Engine& b = *other.value();
+  auto mine = eng().allocate(0, 64);
+  auto theirs = b.allocate(0, 64);
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  auto r = b.read_sync(*mine, 0, 64);
+  ASSERT_FALSE(r.ok()) << "engine B read engine A's buffer " << mine->id;
+  EXPECT_EQ(r.status(), Status::InvalidArgument);
+  auto k = b.launch(make_launch(set_, {buf(*theirs), u32(1), u32(16)}, {16}));
+  ASSERT_FALSE(k.ok()) << "engine B launched engine A's kernel";
+  EXPECT_FALSE(b.release(program_).ok());
+  ASSERT_TRUE(b.finish().ok());
+}
+
+// Config built in code is checked as a config file is.
+TEST(CoreConfig, CreateRefusesAConfigOutOfRange) {
+  Config c;
+  c.queues = 0;
+  auto e = Engine::create(c);
+  ASSERT_FALSE(e.ok()) << "queues = 0 was accepted";
+  EXPECT_EQ(e.status(), Status::InvalidConfig);
+  EXPECT_NE(e.error().message.find("queues"), std::string::npos) << e.error().message;
+  Config w;
+  w.window = 0;
+  auto e2 = Engine::create(w);
+  ASSERT_FALSE(e2.ok()) << "window = 0 was accepted";
+  EXPECT_NE(e2.error().message.find("window"), std::string::npos) << e2.error().message;
+}
+
+// A program released before its on_built ran (a memo hit reports from the
+// loop) is freed after on_built, which still runs exactly once.
+TEST_F(Core, ProgramReleasedBeforeOnBuiltRan) {
+  int built = 0;
+  auto p = eng().compile(0, util::kKernels, "", [&](Result<void> r) {
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    ++built;
+  });
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  ASSERT_TRUE(eng().release(*p).ok());
+  ASSERT_TRUE(eng().run_until([&] { return built > 0; }).ok());
+  EXPECT_EQ(built, 1);
+  EXPECT_FALSE(eng().kernel(*p, "set_value").ok()) << "a released program made a kernel";
+  ASSERT_TRUE(eng().finish().ok());
+}
+
+}  // namespace uvcl::testing::core
+
+namespace uvcl::testing::core {
+
+// Destroying the engine inside its own read callback, on its own loop: the
+// blocking call that ran the loop returns an error, every other callback
+// still runs exactly once, nothing is used after it is freed.
+TEST_F(Core, DestroyedInsideItsOwnCallbackOnItsOwnLoop) {
+  constexpr std::uint32_t n = 64;
+  const Buffer x = upload(std::vector<std::uint32_t>(n, 4));
+  int reads = 0, later = 0;
+  ASSERT_TRUE(eng().read(x, 0, n * 4, [&](Result<std::span<const std::byte>> d) {
+    EXPECT_TRUE(d.ok());
+    ++reads;
+    engine_.reset();  // from inside the engine's own callback
+  }).ok());
+  ASSERT_TRUE(eng().fill(x, std::as_bytes(std::span<const std::uint32_t>(&n, 1)), 0, n * 4,
+                         [&](Result<void>) { ++later; }).ok());
+  auto r = eng().finish();
+  EXPECT_EQ(engine_, nullptr);
+  ASSERT_FALSE(r.ok()) << "finish() reported success although a callback destroyed the engine";
+  EXPECT_EQ(r.status(), Status::Cancelled) << r.error().to_string();
+  EXPECT_EQ(reads, 1);
+  EXPECT_EQ(later, 1) << "a callback pending at the destruction ran " << later << " times";
+}
+
+// The same on a caller's loop: the caller's uv_run returns once the engine's
+// handles are closed, and the loop closes cleanly.
+TEST(CoreLoop, DestroyedInsideItsOwnCallbackOnACallersLoop) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    auto made = Engine::create(test_config(), &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    std::unique_ptr<Engine> engine = std::move(made.value());
+    auto b = engine->allocate(0, 256);
+    ASSERT_TRUE(b.ok());
+    std::vector<std::uint32_t> v(64, 9);
+    ASSERT_TRUE(engine->write(*b, 0, bytes_of(v)).ok());
+    int reads = 0;
+    ASSERT_TRUE(engine->read(*b, 0, 256, [&](Result<std::span<const std::byte>> d) {
+      EXPECT_TRUE(d.ok());
+      ++reads;
+      engine.reset();
+    }).ok());
+    uv_run(&loop, UV_RUN_DEFAULT);
+    EXPECT_EQ(engine, nullptr);
+    EXPECT_EQ(reads, 1);
+  }
+  EXPECT_EQ(uv_loop_close(&loop), 0) << "a handle of the destroyed engine was left open";
+}
+
+// poll() on a caller's loop does the engine's own work and never runs the
+// caller's loop (whose callbacks are the caller's to run, and which may be
+// running now).
+TEST(CoreLoop, PollDoesNotRunACallersLoop) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    auto made = Engine::create(test_config(), &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    Engine& e = *made.value();
+    uv_timer_t timer;
+    bool fired = false;
+    uv_timer_init(&loop, &timer);
+    timer.data = &fired;
+    uv_timer_start(&timer, [](uv_timer_t* t) { *static_cast<bool*>(t->data) = true; }, 0, 0);
+    uv_update_time(&loop);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    e.poll();
+    EXPECT_FALSE(fired) << "poll() ran the caller's loop";
+    uv_close(reinterpret_cast<uv_handle_t*>(&timer), nullptr);
+    made.value().reset();
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+// Callbacks that run at teardown may start more work of the same kind: a
+// drain from a drain's callback, a compile from a compile's.
+TEST_F(Core, TeardownCallbacksThatAddWork) {
+  int drains = 0, builds = 0;
+  eng().drain([&](Result<void>) {
+    ++drains;
+    if (engine_) engine_->drain([&](Result<void>) { ++drains; });
+  });
+  auto p = eng().compile(0, "__kernel void k(__global int* a) { a[0] = 1; }", "-DTEARDOWN_A", [&](Result<void>) {
+    ++builds;
+    if (engine_) (void)engine_->compile(0, "__kernel void k(__global int* a) { a[0] = 2; }", "-DTEARDOWN_B",
+                                        [&](Result<void>) { ++builds; });
+  });
+  ASSERT_TRUE(p.ok());
+  engine_.reset();
+  EXPECT_GE(drains, 1);
+  EXPECT_GE(builds, 1);
+}
+
+}  // namespace uvcl::testing::core

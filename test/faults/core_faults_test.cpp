@@ -1,0 +1,189 @@
+// The engine core under one injected failure: a failure poisons what the
+// command wrote before any user code can read it; user code raised inside a
+// submission keeps program order; a write-only use makes a buffer valid
+// again; error scopes and drains see only the errors of their own commands.
+#include "harness.hpp"
+
+namespace uvcl::faults::core_faults_test {
+namespace {
+
+class CoreFaults : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(shim_ok());
+    shim().reset_faults();
+  }
+  void TearDown() override { shim().reset_faults(); }
+
+  // An engine with the `advance` kernel; `declared` as in Engine::kernel.
+  void make(unsigned queues, std::vector<ParamAccess> declared = {}) {
+    ASSERT_TRUE(le_.create(shim_config(queues)).ok());
+    auto p = e().compile_sync(0, kSource);
+    ASSERT_TRUE(p.ok()) << p.error().to_string();
+    auto k = e().kernel(*p, "advance", std::move(declared));
+    ASSERT_TRUE(k.ok()) << k.error().to_string();
+    kern_ = *k;
+  }
+  Engine& e() { return *le_.engine; }
+  Launch advance(Buffer in, Buffer out, std::uint32_t n) {
+    return Launch{kern_,
+                  {KernelArg::of(in), KernelArg::of(out), KernelArg::value<std::uint32_t>(3),
+                   KernelArg::value<std::uint32_t>(1), KernelArg::value<std::uint32_t>(n)},
+                  {n},
+                  {64}};
+  }
+  Buffer buffer(std::uint32_t n, std::uint32_t value) {
+    auto b = e().allocate(0, n * 4);
+    EXPECT_TRUE(b.ok());
+    const std::vector<std::uint32_t> v(n, value);
+    EXPECT_TRUE(e().write(*b, 0, std::as_bytes(std::span(v))).ok());
+    return b.ok() ? *b : Buffer{};
+  }
+  std::optional<std::vector<std::uint32_t>> read_words(Buffer b, std::uint32_t n, std::string* error = nullptr) {
+    auto r = e().read_sync(b, 0, n * 4);
+    if (!r.ok()) {
+      if (error) *error = r.error().to_string();
+      return std::nullopt;
+    }
+    std::vector<std::uint32_t> v(n);
+    std::memcpy(v.data(), r->data(), n * 4);
+    return v;
+  }
+
+  LoopEngine le_;
+  Kernel kern_{};
+};
+
+// A fill fails on the device in the same completion batch as an earlier
+// write whose on_done reads the filled buffer: the read must report the
+// fill's failure, not the buffer's old contents as a success.
+TEST_F(CoreFaults, ReadInACallbackAfterAFailedWriterIsNotStale) {
+  Watchdog wd("read after a failed writer", 60);
+  make(1);  // one queue: the write completes, then the fill, in one batch
+  constexpr std::uint32_t n = 1024;
+  const Buffer x = buffer(n, 1);
+  const Buffer y = buffer(n, 2);
+  ASSERT_TRUE(e().finish().ok());
+  std::optional<Result<void>> read;
+  const std::vector<std::uint32_t> host(n, 3);
+  ASSERT_TRUE(e().write(y, 0, std::as_bytes(std::span(host)), WriteMode::Copy, [&](Result<void>) {
+    auto r = e().read(x, 0, n * 4, [&](Result<std::span<const std::byte>> d) {
+      read = d ? Result<void>{} : Result<void>{d.error()};
+    });
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+  }).ok());
+  shim().set_fault("event:clEnqueueFillBuffer:1:CL_OUT_OF_RESOURCES");
+  const std::uint32_t five = 5;
+  ASSERT_TRUE(e().fill(x, std::as_bytes(std::span(&five, 1)), 0, n * 4).ok());
+  bool drained = false;
+  e().drain([&](Result<void>) { drained = true; });  // submits both, collects nothing
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(run_for(e(), [&] { return read.has_value() && drained; }, 20), "");
+  ASSERT_EQ(shim().fired(), 1);
+  ASSERT_TRUE(read.has_value());
+  ASSERT_FALSE(read->ok()) << "the read returned x's old contents as a success after its writer failed";
+  EXPECT_NE(read->error().to_string().find("CL_OUT_OF_RESOURCES"), std::string::npos) << read->error().to_string();
+}
+
+// The error listener hears of an enqueue failure while the window is being
+// submitted; a read it issues comes after the fill made before it.
+TEST_F(CoreFaults, ReadFromTheErrorListenerKeepsProgramOrder) {
+  Watchdog wd("read from the error listener", 60);
+  make(8);
+  constexpr std::uint32_t n = 256;
+  const Buffer a = buffer(n, 1), b = buffer(n, 1), x = buffer(n, 1);
+  ASSERT_TRUE(e().finish().ok());
+  std::optional<std::vector<std::uint32_t>> seen;
+  int errors = 0;
+  e().set_error_listener([&](const Error&) {
+    if (errors++ > 0) return;
+    auto r = e().read(x, 0, n * 4, [&](Result<std::span<const std::byte>> d) {
+      ASSERT_TRUE(d.ok()) << d.error().to_string();
+      seen.emplace(n);
+      std::memcpy(seen->data(), d->data(), n * 4);
+    });
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+  });
+  shim().set_fault("clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");
+  ASSERT_TRUE(e().launch(advance(a, b, n)).ok());
+  const std::uint32_t five = 5;
+  ASSERT_TRUE(e().fill(x, std::as_bytes(std::span(&five, 1)), 0, n * 4).ok());
+  (void)e().finish();
+  e().set_error_listener({});
+  ASSERT_EQ(shim().fired(), 1);
+  ASSERT_TRUE(seen.has_value());
+  EXPECT_EQ(*seen, std::vector<std::uint32_t>(n, 5)) << "the listener's read ran ahead of the fill";
+}
+
+// After one failed writer, a kernel that only writes the buffer makes it
+// valid again; one that may read it (Written) keeps failing with the cause.
+TEST_F(CoreFaults, WriteOnlyUseClearsPoison) {
+  Watchdog wd("write-only use", 60);
+  make(8, {ParamAccess::ReadOnly, ParamAccess::WriteOnly, ParamAccess::Scalar, ParamAccess::Scalar,
+           ParamAccess::Scalar});
+  constexpr std::uint32_t n = 256;
+  const Buffer in = buffer(n, 10), out = buffer(n, 1);
+  ASSERT_TRUE(e().finish().ok());
+  shim().set_fault("event:clEnqueueFillBuffer:1:CL_OUT_OF_RESOURCES");
+  const std::uint32_t five = 5;
+  ASSERT_TRUE(e().fill(out, std::as_bytes(std::span(&five, 1)), 0, n * 4).ok());
+  ASSERT_FALSE(e().finish().ok()) << "drain missed the failed fill";
+  ASSERT_EQ(shim().fired(), 1);
+  shim().reset_faults();
+  std::string why;
+  ASSERT_FALSE(read_words(out, n, &why).has_value()) << "the failed fill did not poison the buffer";
+  ASSERT_TRUE(e().launch(advance(in, out, n)).ok());
+  auto got = read_words(out, n, &why);
+  ASSERT_TRUE(got.has_value()) << "a write-only launch did not make the buffer valid: " << why;
+  for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ((*got)[i], 10u * 3u + 1u + i) << "element " << i;
+  ASSERT_TRUE(e().finish().ok());
+}
+
+// A failure inside a pushed scope goes to that scope's pop, not to a later
+// drain; a scope whose commands all succeed pops with success.
+TEST_F(CoreFaults, ErrorScopesGetOnlyTheirOwnErrors) {
+  Watchdog wd("error scopes", 60);
+  make(8);
+  constexpr std::uint32_t n = 256;
+  const Buffer a = buffer(n, 1), b = buffer(n, 1), c = buffer(n, 1), d = buffer(n, 1);
+  ASSERT_TRUE(e().finish().ok());
+  std::optional<Result<void>> failing, clean, drained;
+  e().push_error_scope();
+  shim().set_fault("clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");
+  ASSERT_TRUE(e().launch(advance(a, b, n)).ok());
+  e().push_error_scope();  // nested: its commands are its own
+  ASSERT_TRUE(e().launch(advance(c, d, n)).ok());
+  ASSERT_TRUE(e().pop_error_scope([&](Result<void> r) { clean = std::move(r); }).ok());
+  ASSERT_TRUE(e().pop_error_scope([&](Result<void> r) { failing = std::move(r); }).ok());
+  e().drain([&](Result<void> r) { drained = std::move(r); });
+  EXPECT_EQ(run_for(e(), [&] { return failing && clean && drained; }, 20), "");
+  ASSERT_EQ(shim().fired(), 1);
+  ASSERT_TRUE(failing && clean && drained);
+  ASSERT_FALSE(failing->ok()) << "the scope of the failed launch popped with success";
+  EXPECT_NE(failing->error().to_string().find("clEnqueueNDRangeKernel"), std::string::npos)
+      << failing->error().to_string();
+  EXPECT_TRUE(clean->ok()) << "the nested scope got its parent's error: " << clean->error().to_string();
+  EXPECT_TRUE(drained->ok()) << "drain reported a scope's error: " << drained->error().to_string();
+  auto none = e().pop_error_scope([](Result<void>) { ADD_FAILURE() << "callback of a refused pop ran"; });
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status(), Status::InvalidArgument);
+}
+
+// Without scopes, drain() reports the failures of the commands made since
+// the previous drain, and only those.
+TEST_F(CoreFaults, DrainReportsErrorsOfItsOwnCommandsOnly) {
+  Watchdog wd("drain scope", 60);
+  make(8);
+  constexpr std::uint32_t n = 256;
+  const Buffer a = buffer(n, 1), b = buffer(n, 1), c = buffer(n, 1);
+  ASSERT_TRUE(e().finish().ok());
+  shim().set_fault("clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");
+  ASSERT_TRUE(e().launch(advance(a, b, n)).ok());
+  auto first = e().finish();
+  ASSERT_FALSE(first.ok()) << "drain missed the failure of a command made before it";
+  ASSERT_TRUE(e().launch(advance(a, c, n)).ok());
+  EXPECT_TRUE(e().finish().ok());
+}
+
+}  // namespace
+}  // namespace uvcl::faults::core_faults_test
