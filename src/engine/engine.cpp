@@ -139,7 +139,7 @@ void Engine::Impl::shutdown() {
   cancel_windows();
   // Open gates first: what waits on a timed launch that never ends would
   // otherwise keep clFinish waiting.
-  for (auto& [id, e] : events) open_gate(e);
+  for (CommandId id = commands.base(); id < commands.next_id(); ++id) open_gate(*commands.find(id));
   // Likewise cross-device copies: only the loop, which no longer turns,
   // would write their remaining chunks and complete their user events. Fail
   // those events, so what waits on them fails rather than hangs; the copies'
@@ -162,24 +162,22 @@ void Engine::Impl::shutdown() {
   // its callback now, exactly once, as the contract says; a hook also gives
   // back what it holds (a read's staging block). Callbacks may enqueue more
   // work, which the next round cancels.
-  while (!hooks.empty()) {
+  while (commands.size() > 0) {
     cancel_windows();
-    std::vector<CommandId> ids;
-    ids.reserve(hooks.size());
-    for (const auto& [id, hook] : hooks) ids.push_back(id);
-    std::sort(ids.begin(), ids.end());
-    for (CommandId id : ids) {
-      auto h = hooks.find(id);
-      if (h == hooks.end()) continue;
-      FinalHook hook = std::move(h->second);
-      hooks.erase(h);
-      std::optional<Error> error;
-      if (auto p = parked.find(id); p != parked.end() && p->second) error = p->second;
-      else error = Error{Status::Cancelled, "engine destroyed before command " + std::to_string(id) + " completed"};
-      in_user_callback(*this, [&] { hook(id, error); });
-      mark_final(id);
+    // In id order; callbacks may add commands, which the next round cancels.
+    const CommandId end = commands.next_id();
+    for (CommandId id = commands.base(); id < end; ++id) {
+      CommandRec* r = commands.find(id);
+      if (!r || r->state == sched::CommandState::Final) continue;
+      std::optional<Error> error = r->outcome;
+      if (!error) error = Error{Status::Cancelled, "engine destroyed before command " + std::to_string(id) + " completed"};
+      if (r->state != sched::CommandState::Failed && r->state != sched::CommandState::Cancelled &&
+          r->state != sched::CommandState::OutcomeKnown)
+        transition(*r, sched::CommandEvent::Cancel);
+      finalize(id, error);
     }
   }
+
   // Callbacks may start more builds meanwhile: take the list each round.
   while (!building.empty()) {
     std::vector<std::uint64_t> ids;
@@ -194,8 +192,6 @@ void Engine::Impl::shutdown() {
   }
   deliver_raised();
   cancel_scopes();
-  hooks.clear();
-  parked.clear();
   for (auto& [id, x] : crosses) {
     for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
     for (CrossChunk& c : x.chunks) {
@@ -209,9 +205,6 @@ void Engine::Impl::shutdown() {
     if (b.mem) api->clReleaseMemObject(b.mem);
   }
   buffers.clear();
-  for (auto& [id, e] : events)
-    if (e.event) api->clReleaseEvent(e.event);
-  events.clear();
   for (auto& [id, k] : kernels)
     if (k.kernel) api->clReleaseKernel(k.kernel);
   kernels.clear();
@@ -272,7 +265,7 @@ void Engine::Impl::on_poll() {
 }
 
 bool Engine::Impl::busy() const {
-  if (final_base < next_command || !building.empty() || !closing.empty() || !crosses.empty() || loop_holds > 0)
+  if (commands.size() > 0 || !building.empty() || !closing.empty() || !crosses.empty() || loop_holds > 0)
     return true;
   for (const auto& d : devices)
     if (!d->window.empty()) return true;
@@ -334,9 +327,9 @@ void Engine::drain(DoneCallback on_done) {
   for (auto& d : e.devices)
     for (const Queue& q : d->queues) {
       if (q.in_flight.empty()) continue;
-      auto ev = e.events.find(q.in_flight.back());
-      if (ev != e.events.end() && ev->second.event && !ev->second.complete)
-        e.api->clSetEventCallback(ev->second.event, CL_COMPLETE, on_cl_event,
+      const CommandRec* r = e.commands.find(q.in_flight.back());
+      if (r && r->event)
+        e.api->clSetEventCallback(r->event, CL_COMPLETE, on_cl_event,
                                   reinterpret_cast<void*>(e.handles->wake_token()));
     }
   e.close_scope(e.root_scope, std::move(on_done));
@@ -436,7 +429,8 @@ void Engine::set_tracing(bool on) {
   if (on && !impl_->trace) impl_->trace = std::make_unique<Trace>();
   if (!on) {
     impl_->trace.reset();
-    impl_->trace_pending.clear();
+    for (CommandId id = impl_->commands.base(); id < impl_->commands.next_id(); ++id)
+      impl_->commands.find(id)->trace.reset();
   }
 }
 

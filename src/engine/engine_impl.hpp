@@ -27,6 +27,7 @@
 #include "engine/trace.hpp"
 #include "loop/handles.hpp"
 #include "sched/command_graph.hpp"
+#include "sched/command_store.hpp"
 #include "sched/hazards.hpp"
 #include "sched/queue_choice.hpp"
 #include "sched/states.hpp"
@@ -73,21 +74,26 @@ struct Command {
   bool wants_callback = false;  // someone waits: ask the driver for a callback
 };
 
-struct EventEntry {
-  cl_event event = nullptr;
-  cl_event gate = nullptr;  // timed launches: a user event later work waits on
-  std::uint32_t refs = 0;
-  std::uint32_t device = 0;
-  QueueIndex queue = 0;
+// One record per command, its whole life (sched::CommandState), in dense
+// storage by id (Engine::Impl::commands) from enqueue until it is final.
+struct CommandRec {
+  sched::CommandState state = sched::CommandState::Pending;
   Op op = Op::Launch;
-  bool complete = false;
-  bool seen_done = false;  // observed done by a status query, not yet processed
+  bool seen_done = false;  // the driver said done; the completion step has not run yet
+  std::uint32_t device = 0;
+  QueueIndex queue = sched::kNoQueue;
   cl_int status = CL_QUEUED;
+  cl_event event = nullptr;  // released once final
+  cl_event gate = nullptr;   // timed launches: a user event later work waits on
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
   std::uint64_t submit_ns = 0;
   std::vector<std::uint64_t> written;  // buffers it writes: poisoned if it fails
   std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
+  FinalHook hook;                      // runs once, when final
+  std::optional<Error> outcome;        // Parked: a failure known before the device finished
+  std::optional<Result<Timing>> timing;   // timed launches, read at completion
+  std::unique_ptr<TraceCommand> trace;    // while tracing
 };
 
 struct BufferRec {
@@ -191,7 +197,7 @@ struct CrossCopy {
   std::size_t dst_offset = 0;
   std::vector<CrossChunk> chunks;
   CommandId dst_command = 0;
-  cl_event user_event = nullptr;     // owned by the dst command's EventEntry
+  cl_event user_event = nullptr;     // owned by the dst command's record
   // What the dst command waits for (retained), and the commands they belong
   // to (0: unknown): no chunk write goes out before all have completed.
   std::vector<cl_event> dst_waits;
@@ -224,17 +230,12 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   std::unique_ptr<ProgramCache> cache;  // with config.cache_dir
   std::unique_ptr<ProgramMemo> memo;    // built programs, config.program_memo entries
   std::unique_ptr<Trace> trace;         // while tracing
-  std::unordered_map<CommandId, TraceCommand> trace_pending;
 
-  CommandId next_command = 1;
   std::uint64_t next_handle = 1;
   std::unordered_map<std::uint64_t, BufferRec> buffers;
   std::unordered_map<std::uint64_t, ProgramRec> programs;
   std::unordered_map<std::uint64_t, KernelRec> kernels;
-  std::unordered_map<CommandId, EventEntry> events;
-  std::unordered_map<CommandId, FinalHook> hooks;
-  std::unordered_map<CommandId, std::optional<Error>> parked;  // outcome known, event still running
-  std::unordered_map<CommandId, Result<Timing>> timings;  // timed launches, read at completion
+  sched::CommandStore<CommandRec> commands;  // every command not yet final, by id
   std::unordered_map<std::uint64_t, CrossCopy> crosses;
   std::unordered_map<std::uint64_t, HostRec> host_memory;
   std::map<const std::byte*, std::uint64_t> host_ranges;  // first byte -> host_memory id
@@ -246,9 +247,6 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   std::vector<std::uint64_t> closing;              // closed, waiting for their commands, in order
   std::uint64_t root_scope = 0;                    // drain()'s
   std::uint64_t next_scope = 1;
-  // Final-ness of every command id >= final_base, for drains.
-  CommandId final_base = 1;
-  std::deque<bool> final_flags;
 
   sched::Hazards hazards{*this};
   sched::CommandGraph graph{this};
@@ -279,8 +277,6 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   void on_prepare() override;
   void on_poll() override;
   // sched::EventRefs
-  void retain(CommandId id) override;
-  void release(CommandId id) override;
   bool is_complete(CommandId id) const override;
   // sched::FailureSink: poisons what a submitted command writes (an
   // unsubmitted one is poisoned by discard_unsubmitted).
@@ -347,12 +343,17 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   // failed_ahead: the failed command completed just before it on its
   // in-order queue (0: none).
   void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0);
-  void open_gate(EventEntry& e);  // completes and drops a timed launch's gate
+  void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
   void process_outcomes();
   void finalize(CommandId id, const std::optional<Error>& error);
-  void mark_final(CommandId id);
-  Error event_error(CommandId id, const EventEntry& e, CommandId failed_ahead) const;
-  void trace_completed(CommandId id, const EventEntry& e);
+  // The record's state machine: every move goes through here; an illegal
+  // one is a bug in the engine (asserted in debug builds).
+  void transition(CommandRec& r, sched::CommandEvent e);
+  // Final: drops it (and the final ones after it) once every older command
+  // is final too.
+  void make_final(CommandRec& r);
+  Error event_error(CommandId id, const CommandRec& r, CommandId failed_ahead) const;
+  void trace_completed(CommandRec& r);
   void lose_device(std::uint32_t device, const Error& why);
 
   // error_scopes.cpp

@@ -15,9 +15,9 @@ namespace uvcl {
 
 void Engine::Impl::enter_scope(std::uint64_t scope) {
   // Entries no unfinished command can map to any more are dropped first.
-  while (scope_from.size() > 1 && std::next(scope_from.begin())->first <= final_base)
+  while (scope_from.size() > 1 && std::next(scope_from.begin())->first <= commands.base())
     scope_from.erase(scope_from.begin());
-  scope_from[next_command] = scope;
+  scope_from[commands.next_id()] = scope;
 }
 
 void Engine::Impl::open_root_scope() {
@@ -39,14 +39,14 @@ std::uint64_t Engine::Impl::scope_of(CommandId id) const {
 void Engine::Impl::close_scope(std::uint64_t scope, DoneCallback on_done) {
   ErrorScope& s = scopes.at(scope);
   s.closed = true;
-  s.target = next_command - 1;
+  s.target = commands.next_id() - 1;
   s.on_done = std::move(on_done);
   closing.push_back(scope);
 }
 
 void Engine::Impl::check_scopes() {
   // In closing order: a scope closed later covers at least as many commands.
-  while (!closing.empty() && scopes.at(closing.front()).target < final_base) {
+  while (!closing.empty() && scopes.at(closing.front()).target < commands.base()) {
     const std::uint64_t id = closing.front();
     closing.erase(closing.begin());
     auto node = scopes.extract(id);

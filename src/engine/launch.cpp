@@ -210,10 +210,10 @@ Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
   cmd.wants_callback = true;
   ++e.counters.launches;
   cmd.on_final = [&e, cb = std::move(on_timed)](CommandId id, const std::optional<Error>& err) {
-    auto t = e.timings.extract(id);
+    std::optional<Result<Timing>> t = std::move(e.commands.find(id)->timing);  // the record lives until after this
     if (err) cb(*err);
-    else if (t.empty()) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
-    else cb(std::move(t.mapped()));
+    else if (!t) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
+    else cb(std::move(*t));
   };
   e.enqueue(device, std::move(cmd));
   e.submit_window(device);  // a sync point

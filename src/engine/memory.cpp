@@ -98,9 +98,9 @@ std::uint64_t Engine::free_bytes(std::size_t device) const {
 void Engine::Impl::free_when_unused(std::uint64_t id) {
   BufferRec& b = buffers.at(id);
   auto wait_for = [&](CommandId use) {
-    auto ev = events.find(use);
-    if (ev == events.end() || ev->second.complete) return;
-    ev->second.frees.push_back(id);
+    CommandRec* r = commands.find(use);
+    if (!r || sched::device_done(r->state)) return;
+    r->frees.push_back(id);
     ++b.uses_in_flight;
   };
   if (b.hazards.writer) wait_for(b.hazards.writer->id);

@@ -7,6 +7,7 @@
 //   finalize       once per command, when its outcome is known AND its event
 //                  has completed: the user's callback runs here
 #include <algorithm>
+#include <cassert>
 
 #include "engine/engine_impl.hpp"
 #include "sched/scratch_list.hpp"
@@ -19,20 +20,19 @@ void CL_CALLBACK on_cl_event(cl_event, cl_int, void* token) {
   loop::wake(reinterpret_cast<std::uintptr_t>(token));
 }
 
-// --- event references (sched::EventRefs) ----------------------------------
+// --- the record -------------------------------------------------------------
 
-void Engine::Impl::retain(CommandId id) {
-  auto it = events.find(id);
-  if (it != events.end()) ++it->second.refs;
+void Engine::Impl::transition(CommandRec& r, sched::CommandEvent e) {
+  const auto to = sched::next(r.state, e);
+  assert(to && "illegal command transition");
+  if (to) r.state = *to;
 }
 
-void Engine::Impl::release(CommandId id) {
-  auto it = events.find(id);
-  if (it == events.end()) return;
-  if (--it->second.refs == 0) {
-    if (it->second.event) api->clReleaseEvent(it->second.event);
-    events.erase(it);
-  }
+void Engine::Impl::make_final(CommandRec& r) {
+  transition(r, sched::CommandEvent::Finalize);
+  if (r.event) api->clReleaseEvent(r.event);
+  r.event = nullptr;
+  commands.drop_front_while([](const CommandRec& c) { return c.state == sched::CommandState::Final; });
 }
 
 // Asks the driver rather than guessing "pending" for recent commands: a
@@ -41,27 +41,29 @@ void Engine::Impl::release(CommandId id) {
 // good (docs/architecture.md, "failure follows the data"); skipping this
 // check for commands not yet flushed hung the fault sweep's reads.
 bool Engine::Impl::is_complete(CommandId id) const {
-  auto it = events.find(id);
-  if (it == events.end()) return true;  // untracked: released after completing
-  const EventEntry& e = it->second;
-  if (e.complete || e.seen_done) return true;
-  if (e.queue == sched::kNoQueue) return false;  // a user event: completed by us
+  const CommandRec* r = commands.find(id);
+  if (!r || sched::device_done(r->state) || r->seen_done) return true;  // no record: final
+  if (!r->event || r->queue == sched::kNoQueue) return false;  // a user event: completed by us
   ++status_queries;
   cl_int status = CL_QUEUED;
-  if (api->clGetEventInfo(e.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
+  if (api->clGetEventInfo(r->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
     return false;
-  if (status <= CL_COMPLETE) const_cast<EventEntry&>(e).seen_done = true;  // a cache of driver state
+  if (status <= CL_COMPLETE) const_cast<CommandRec*>(r)->seen_done = true;  // a cache of driver state
   return status <= CL_COMPLETE;
 }
 
 // --- windows ----------------------------------------------------------------
 
 CommandId Engine::Impl::enqueue(std::uint32_t device, Command c) {
-  c.id = next_command++;
-  final_flags.push_back(false);
+  c.id = commands.next_id();
+  CommandRec& r = commands.add();
+  r.op = c.op;
+  r.device = device;
+  r.kernel = c.kernel;
+  r.tag = c.tag;
+  r.hook = std::move(c.on_final);
   for (const Access& a : c.accesses) ++buffers.at(a.buffer).pending_uses;
   if (c.kernel) ++kernels.at(c.kernel).uses;
-  if (c.on_final) hooks.emplace(c.id, std::move(c.on_final));
   const CommandId id = c.id;
   DeviceCtx& d = *devices[device];
   if (d.window.push(std::move(c))) submit_window(device);
@@ -112,8 +114,10 @@ static void release_pending(Engine::Impl& e, const Command& c) {
 }
 
 // Cleanup for a command that will never run: what it would have written
-// holds no valid data, and the window's holds are dropped.
+// holds no valid data, and the window's holds are dropped. Its callback runs
+// with the error when the graph gives its outcome.
 static void discard_unsubmitted(Engine::Impl& e, const Command& c, const Error& why) {
+  e.transition(*e.commands.find(c.id), sched::CommandEvent::Fail);
   for (const Access& a : c.accesses) {
     if (!a.write) continue;
     BufferRec& b = e.buffers.at(a.buffer);
@@ -194,7 +198,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   std::vector<cl_event> wait_events;
   wait_events.reserve(waits.ids().size());
   for (CommandId w : waits.ids()) {
-    const EventEntry& we = events.at(w);
+    const CommandRec& we = *commands.find(w);  // not complete: still stored
     // OpenCL requires a flush before another queue waits on an event.
     if (we.queue != sched::kNoQueue && we.queue != q && d.queues[we.queue].dirty) {
       d.queues[we.queue].dirty = false;
@@ -243,18 +247,14 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     return;
   }
 
-  EventEntry& entry = events[c.id];
+  CommandRec& entry = *commands.find(c.id);
   entry.event = ev;
   entry.gate = gate;
-  entry.refs = 1;  // the in-flight reference, dropped at completion
-  entry.device = device;
   entry.queue = q;
-  entry.op = c.op;
-  entry.kernel = c.kernel;
-  entry.tag = c.tag;
   entry.submit_ns = uv_hrtime();
   for (const Access& a : c.accesses)
     if (a.write) entry.written.push_back(a.buffer);
+  transition(entry, sched::CommandEvent::Submit);
   graph.submitted(c.id);
   for (const Access& a : c.accesses) {
     BufferRec& b = buffers.at(a.buffer);
@@ -269,7 +269,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   if (c.op == Op::Timed) d.barrier = c.id;
   ++counters.submitted;
   for (CommandId w : waits.ids())
-    if (events.at(w).queue != q) ++counters.cross_queue_waits;
+    if (const CommandRec* wr = commands.find(w); wr && wr->queue != q) ++counters.cross_queue_waits;
   if (c.wants_callback && q != sched::kNoQueue) {
     api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
     // Config::spin_us: someone waits for this one, so look for its
@@ -289,7 +289,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     t.name = c.kernel ? kernels.at(c.kernel).name : op_name(c.op);
     t.bytes = c.bytes;
     t.waits = waits.ids();
-    trace_pending.emplace(c.id, std::move(t));
+    entry.trace = std::make_unique<TraceCommand>(std::move(t));
   }
   if (schedule_recorder) {
     ScheduleEntry s;
@@ -371,10 +371,10 @@ void Engine::Impl::collect_completions() {
       Queue& q = d.queues[qi];
       while (!q.in_flight.empty()) {
         const CommandId id = q.in_flight.front();
-        EventEntry& e = events.at(id);
+        const CommandRec& r = *commands.find(id);
         cl_int status = CL_QUEUED;
         ++status_queries;
-        cl_int rc = api->clGetEventInfo(e.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+        cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
         if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
         if (status > CL_COMPLETE) break;
         q.in_flight.pop_front();
@@ -388,102 +388,97 @@ void Engine::Impl::collect_completions() {
 }
 
 void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead) {
-  EventEntry& e = events.at(id);
-  e.complete = true;
-  e.status = status;
-  open_gate(e);
-  if (e.op == Op::Timed && status == CL_COMPLETE) {
+  CommandRec& r = *commands.find(id);
+  r.status = status;
+  open_gate(r);
+  if (r.op == Op::Timed && status == CL_COMPLETE) {
     cl_ulong start = 0, end = 0;
-    cl_int rc = api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+    cl_int rc = api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
     if (rc == CL_SUCCESS)
-      rc = api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
-    if (rc != CL_SUCCESS) {
-      timings.insert_or_assign(id, cl::call_error(Status::KernelSync, "clGetEventProfilingInfo", rc)
-                                       .context("timed launch " + std::to_string(id)));
-    } else {
-      timings.insert_or_assign(id, Timing{end > start ? end - start : 0, uv_hrtime() - e.submit_ns});
-    }
+      rc = api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    if (rc != CL_SUCCESS)
+      r.timing = cl::call_error(Status::KernelSync, "clGetEventProfilingInfo", rc)
+                     .context("timed launch " + std::to_string(id));
+    else
+      r.timing = Timing{end > start ? end - start : 0, uv_hrtime() - r.submit_ns};
   }
-  if (trace) trace_completed(id, e);
+  if (r.trace) trace_completed(r);
   std::optional<Error> err;
-  if (status < 0) err = event_error(id, e, failed_ahead);
-  const std::uint64_t kernel = e.kernel;  // `e` may move: callbacks below can add events
+  if (status < 0) err = event_error(id, r, failed_ahead);
+  const bool parked = r.state == sched::CommandState::Parked;
+  transition(r, sched::CommandEvent::DeviceDone);
   if (err) report(id, *err);
-  if (kernel) {
-    auto k = kernels.find(kernel);
+  if (r.kernel) {
+    auto k = kernels.find(r.kernel);
     if (k != kernels.end()) {
       --k->second.uses;
-      maybe_free_kernel(kernel);
+      maybe_free_kernel(r.kernel);
     }
   }
   graph.event_done(id, std::move(err));
-  if (auto p = parked.find(id); p != parked.end()) {
-    std::optional<Error> outcome = std::move(p->second);
-    parked.erase(p);
-    finalize(id, outcome);
-  }
-  if (auto ev = events.find(id); ev != events.end() && !ev->second.frees.empty()) {
-    std::vector<std::uint64_t> frees = std::move(ev->second.frees);
+  if (!r.frees.empty()) {
+    std::vector<std::uint64_t> frees = std::move(r.frees);
     release_uses(frees);
   }
-  release(id);  // the in-flight reference
+  if (parked) {
+    std::optional<Error> outcome = std::move(r.outcome);
+    finalize(id, outcome);
+  }
 }
 
-void Engine::Impl::trace_completed(CommandId id, const EventEntry& e) {
-  auto it = trace_pending.find(id);
-  if (it == trace_pending.end()) return;
-  TraceCommand t = std::move(it->second);
-  trace_pending.erase(it);
-  const DeviceCtx& d = *devices[e.device];
-  const bool profiled = e.queue != sched::kNoQueue && (config.profile || e.queue == d.profiling_queue());
+void Engine::Impl::trace_completed(CommandRec& r) {
+  TraceCommand t = std::move(*r.trace);
+  r.trace.reset();
+  const DeviceCtx& d = *devices[r.device];
+  const bool profiled = r.queue != sched::kNoQueue && (config.profile || r.queue == d.profiling_queue());
   cl_ulong queued = 0, start = 0, end = 0;
-  if (profiled && e.status == CL_COMPLETE &&
-      api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr) ==
+  if (profiled && r.status == CL_COMPLETE &&
+      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr) ==
           CL_SUCCESS &&
-      api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) ==
+      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) ==
           CL_SUCCESS &&
-      api->clGetEventProfilingInfo(e.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS) {
+      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS) {
     // The device clock has its own epoch: align "queued" with the host's
     // submission time, once per device.
-    if (!trace->has_offset(e.device))
-      trace->set_offset(e.device, static_cast<std::int64_t>(e.submit_ns) - static_cast<std::int64_t>(queued));
-    const std::int64_t off = trace->offset(e.device);
+    if (!trace->has_offset(r.device))
+      trace->set_offset(r.device, static_cast<std::int64_t>(r.submit_ns) - static_cast<std::int64_t>(queued));
+    const std::int64_t off = trace->offset(r.device);
     t.start_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(start) + off);
     t.end_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(end) + off);
   } else {
-    t.start_ns = e.submit_ns;
+    t.start_ns = r.submit_ns;
     t.end_ns = uv_hrtime();
   }
   trace->command(std::move(t));
 }
 
-Error Engine::Impl::event_error(CommandId id, const EventEntry& e, CommandId failed_ahead) const {
-  const Status s = e.op == Op::Read ? Status::MemoryCopyP2H
-                   : e.op == Op::Write || e.op == Op::Fill ? Status::MemoryCopyH2P
+Error Engine::Impl::event_error(CommandId id, const CommandRec& r, CommandId failed_ahead) const {
+  const Status s = r.op == Op::Read ? Status::MemoryCopyP2H
+                   : r.op == Op::Write || r.op == Op::Fill ? Status::MemoryCopyH2P
                                                             : Status::KernelSync;
-  std::string what = std::string(op_name(e.op)) + " (command " + std::to_string(id);
-  if (e.kernel) {
-    auto k = kernels.find(e.kernel);
-    if (k != kernels.end()) what += ", kernel " + k->second.name + ", tag " + std::to_string(e.tag);
+  std::string what = std::string(op_name(r.op)) + " (command " + std::to_string(id);
+  if (r.kernel) {
+    auto k = kernels.find(r.kernel);
+    if (k != kernels.end()) what += ", kernel " + k->second.name + ", tag " + std::to_string(r.tag);
   }
-  what += ") on device " + std::to_string(e.device) + " completed with " + cl::error_name(e.status);
+  what += ") on device " + std::to_string(r.device) + " completed with " + cl::error_name(r.status);
   if (failed_ahead != 0)
     what += " (queued behind failed command " + std::to_string(failed_ahead) + " on the same in-order queue)";
   return Error{s, what};
 }
 
-void Engine::Impl::open_gate(EventEntry& e) {
-  if (!e.gate) return;
+void Engine::Impl::open_gate(CommandRec& r) {
+  if (!r.gate) return;
   // A failed status would fail what waits; the gate only orders.
-  api->clSetUserEventStatus(e.gate, CL_COMPLETE);
-  api->clReleaseEvent(e.gate);
-  e.gate = nullptr;
+  api->clSetUserEventStatus(r.gate, CL_COMPLETE);
+  api->clReleaseEvent(r.gate);
+  r.gate = nullptr;
 }
 
 void Engine::Impl::on_failed(CommandId id, const Error& error) {
-  auto ev = events.find(id);
-  if (ev == events.end()) return;
-  for (std::uint64_t bid : ev->second.written) {
+  const CommandRec* r = commands.find(id);
+  if (!r) return;
+  for (std::uint64_t bid : r->written) {
     auto b = buffers.find(bid);
     // Unless a later command wrote it since.
     if (b != buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == id)
@@ -492,34 +487,26 @@ void Engine::Impl::on_failed(CommandId id, const Error& error) {
 }
 
 void Engine::Impl::process_outcomes() {
+  using S = sched::CommandState;
   while (graph.has_outcomes()) {
     for (sched::CommandGraph::Outcome& o : graph.take_outcomes()) {
-      auto ev = events.find(o.id);
-      if (ev != events.end() && !ev->second.complete) {
-        parked.emplace(o.id, std::move(o.error));
+      CommandRec* r = commands.find(o.id);
+      if (!r) continue;
+      if (r->state == S::Submitted) {  // known before its device work ended: finalized when it does
+        r->outcome = std::move(o.error);
+        transition(*r, sched::CommandEvent::Outcome);
         continue;
       }
+      if (r->state == S::DeviceDone) transition(*r, sched::CommandEvent::Outcome);
       finalize(o.id, o.error);
     }
   }
 }
 
 void Engine::Impl::finalize(CommandId id, const std::optional<Error>& error) {
-  if (auto h = hooks.find(id); h != hooks.end()) {
-    FinalHook hook = std::move(h->second);
-    hooks.erase(h);
+  if (FinalHook hook = std::move(commands.find(id)->hook))
     in_user_callback(*this, [&] { hook(id, error); });
-  }
-  mark_final(id);
-}
-
-void Engine::Impl::mark_final(CommandId id) {
-  if (id < final_base) return;
-  final_flags[id - final_base] = true;
-  while (!final_flags.empty() && final_flags.front()) {
-    final_flags.pop_front();
-    ++final_base;
-  }
+  make_final(*commands.find(id));  // still stored: only final records are dropped
 }
 
 void Engine::Impl::lose_device(std::uint32_t device, const Error& why) {

@@ -264,8 +264,8 @@ namespace {
 // the device's timed-launch barrier, which still hold them. 0: not found.
 CommandId wait_owner(const Engine::Impl& e, const DeviceCtx& d, const Command& c, cl_event w) {
   auto owns = [&](CommandId id) {
-    auto it = e.events.find(id);
-    return it != e.events.end() && (it->second.event == w || it->second.gate == w);
+    const CommandRec* r = e.commands.find(id);
+    return r && (r->event == w || r->gate == w);
   };
   if (d.barrier && owns(*d.barrier)) return *d.barrier;
   for (const Access& a : c.accesses) {

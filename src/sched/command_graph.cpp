@@ -5,7 +5,7 @@
 
 namespace uvcl::sched {
 
-void CommandGraph::transition(Node& n, CommandEvent e) {
+void CommandGraph::transition(Node& n, DependencyEvent e) {
   auto s = next(n.state, e);
   assert(s && "illegal command transition");
   if (s) n.state = *s;
@@ -18,7 +18,7 @@ void CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
     auto it = nodes_.find(p);
     if (it == nodes_.end() || p == id) continue;
     Node& pn = it->second;
-    if (pn.state == CommandState::Failed) {
+    if (pn.state == DependencyState::Failed) {
       if (!inherited)
         inherited = Error{Status::KernelSync, "input produced by failed command " + std::to_string(p)};
       continue;
@@ -33,14 +33,14 @@ void CommandGraph::submitted(CommandId id) {
   auto it = nodes_.find(id);
   assert(it != nodes_.end());
   if (it == nodes_.end()) return;
-  transition(it->second, CommandEvent::Submit);
+  transition(it->second, DependencyEvent::Submit);
 }
 
 void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
   Node& n = it->second;
-  if (n.state == CommandState::Failed) {
+  if (n.state == DependencyState::Failed) {
     retire(id);  // its outcome was already given; the event is what we waited for
     return;
   }
@@ -50,7 +50,7 @@ void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
     if (auto again = nodes_.find(id); again != nodes_.end()) retire(id);
     return;
   }
-  transition(n, CommandEvent::Complete);
+  transition(n, DependencyEvent::Complete);
   settle_from(id);
 }
 
@@ -62,14 +62,14 @@ void CommandGraph::settle_from(CommandId first) {
     auto it = nodes_.find(id);
     if (it == nodes_.end()) continue;
     Node& n = it->second;
-    if (n.state != CommandState::Complete || n.pending_producers != 0) continue;
+    if (n.state != DependencyState::Complete || n.pending_producers != 0) continue;
     std::vector<CommandId> dependents = std::move(n.dependents);
-    transition(n, CommandEvent::Retire);
+    transition(n, DependencyEvent::Retire);
     nodes_.erase(it);
     outcomes_.push_back(Outcome{id, std::nullopt});
     for (CommandId d : dependents) {
       auto dt = nodes_.find(d);
-      if (dt == nodes_.end() || dt->second.state == CommandState::Failed) continue;
+      if (dt == nodes_.end() || dt->second.state == DependencyState::Failed) continue;
       assert(dt->second.pending_producers > 0);
       --dt->second.pending_producers;
       work.push_back(d);
@@ -91,9 +91,9 @@ void CommandGraph::fail_from(CommandId first, Error error) {
     auto it = nodes_.find(id);
     if (it == nodes_.end()) continue;
     Node& n = it->second;
-    if (n.state == CommandState::Failed) continue;
-    const bool awaits_event = n.state == CommandState::Submitted;
-    transition(n, CommandEvent::Fail);
+    if (n.state == DependencyState::Failed) continue;
+    const bool awaits_event = n.state == DependencyState::Submitted;
+    transition(n, DependencyEvent::Fail);
     std::vector<CommandId> dependents = std::move(n.dependents);
     n.dependents.clear();
     outcomes_.push_back(Outcome{id, id == first ? error : downstream});
@@ -107,7 +107,7 @@ void CommandGraph::fail_from(CommandId first, Error error) {
 void CommandGraph::retire(CommandId id) {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return;
-  transition(it->second, CommandEvent::Retire);
+  transition(it->second, DependencyEvent::Retire);
   nodes_.erase(it);
 }
 
@@ -117,7 +117,7 @@ std::vector<CommandGraph::Outcome> CommandGraph::take_outcomes() {
   return out;
 }
 
-std::optional<CommandState> CommandGraph::state(CommandId id) const {
+std::optional<DependencyState> CommandGraph::state(CommandId id) const {
   auto it = nodes_.find(id);
   if (it == nodes_.end()) return std::nullopt;
   return it->second.state;

@@ -58,16 +58,16 @@ class CommandGraph {
   std::vector<Outcome> take_outcomes();
   bool has_outcomes() const { return !outcomes_.empty(); }
 
-  std::optional<CommandState> state(CommandId id) const;
+  std::optional<DependencyState> state(CommandId id) const;
   std::size_t size() const { return nodes_.size(); }
 
  private:
   struct Node {
-    CommandState state = CommandState::Pending;
+    DependencyState state = DependencyState::Pending;
     std::uint32_t pending_producers = 0;
     std::vector<CommandId> dependents;
   };
-  void transition(Node& n, CommandEvent e);
+  void transition(Node& n, DependencyEvent e);
   void settle_from(CommandId first);
   void fail_from(CommandId first, Error error);
   void retire(CommandId id);

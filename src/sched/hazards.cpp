@@ -17,7 +17,6 @@ void Hazards::collect_waits(const BufferHazards& b, bool write, QueueIndex queue
 }
 
 void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queue) {
-  refs_.retain(id);
   if (write) {
     clear(b);
     b.writer = Slot{id, queue};
@@ -25,7 +24,6 @@ void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queu
   }
   for (Slot& r : b.readers) {
     if (r.queue == queue) {
-      refs_.release(r.id);
       r.id = id;
       return;
     }
@@ -40,8 +38,6 @@ bool Hazards::uses_complete(const BufferHazards& b) const {
 }
 
 void Hazards::clear(BufferHazards& b) {
-  if (b.writer) refs_.release(b.writer->id);
-  for (const Slot& r : b.readers) refs_.release(r.id);
   b.writer.reset();
   b.readers.clear();
 }

@@ -5,8 +5,7 @@
 // queue. A write waits for the writer and for EVERY reader since that write on
 // other queues (the seed kept only the last user: a WAR race). Waits that are
 // already satisfied — a command of the same in-order queue, or a completed
-// one — are dropped. Tracking persists across windows; each slot holds its
-// own event reference.
+// one — are dropped. Tracking persists across windows.
 #pragma once
 
 #include <optional>
@@ -56,7 +55,7 @@ class Hazards {
   void record(BufferHazards& b, bool write, CommandId id, QueueIndex queue);
   // True when every tracked use of the buffer has completed.
   bool uses_complete(const BufferHazards& b) const;
-  // Drops every slot (the buffer is freed), releasing their references.
+  // Drops every slot (the buffer is freed or wholly rewritten).
   void clear(BufferHazards& b);
 
  private:

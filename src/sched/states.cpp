@@ -5,6 +5,34 @@ namespace uvcl::sched {
 std::optional<CommandState> next(CommandState s, CommandEvent e) noexcept {
   using S = CommandState;
   using E = CommandEvent;
+  if (e == E::Cancel && (s == S::Pending || s == S::Submitted || s == S::DeviceDone || s == S::Parked))
+    return S::Cancelled;
+  if (e == E::Finalize && (s == S::OutcomeKnown || s == S::Failed || s == S::Cancelled)) return S::Final;
+  switch (s) {
+    case S::Pending:
+      if (e == E::Submit) return S::Submitted;
+      if (e == E::Fail) return S::Failed;
+      break;
+    case S::Submitted:
+      if (e == E::DeviceDone) return S::DeviceDone;
+      if (e == E::Outcome) return S::Parked;
+      break;
+    case S::DeviceDone:
+      if (e == E::Outcome) return S::OutcomeKnown;
+      break;
+    case S::Parked:
+      if (e == E::DeviceDone) return S::OutcomeKnown;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
+
+bool device_done(CommandState s) noexcept { return s != CommandState::Pending && s != CommandState::Submitted && s != CommandState::Parked; }
+
+std::optional<DependencyState> next(DependencyState s, DependencyEvent e) noexcept {
+  using S = DependencyState;
+  using E = DependencyEvent;
   switch (s) {
     case S::Pending:
       if (e == E::Submit) return S::Submitted;
@@ -38,23 +66,13 @@ std::optional<DeviceState> next(DeviceState s, DeviceEvent e) noexcept {
   return std::nullopt;
 }
 
-std::optional<ReadbackState> next(ReadbackState s, ReadbackEvent e) noexcept {
-  using S = ReadbackState;
-  using E = ReadbackEvent;
-  if (e == E::Fail && (s == S::Requested || s == S::WaitingForWriter || s == S::Reading)) return S::Failed;
-  if (s == S::Requested && e == E::Submit) return S::WaitingForWriter;
-  if (s == S::WaitingForWriter && e == E::WriterDone) return S::Reading;
-  if (s == S::Reading && e == E::Done) return S::Delivered;
-  return std::nullopt;
-}
-
-std::string_view name(CommandState s) noexcept {
+std::string_view name(DependencyState s) noexcept {
   switch (s) {
-    case CommandState::Pending: return "Pending";
-    case CommandState::Submitted: return "Submitted";
-    case CommandState::Complete: return "Complete";
-    case CommandState::Failed: return "Failed";
-    case CommandState::Retired: return "Retired";
+    case DependencyState::Pending: return "Pending";
+    case DependencyState::Submitted: return "Submitted";
+    case DependencyState::Complete: return "Complete";
+    case DependencyState::Failed: return "Failed";
+    case DependencyState::Retired: return "Retired";
   }
   return "?";
 }
@@ -67,13 +85,16 @@ std::string_view name(BufferState s) noexcept {
   return "?";
 }
 std::string_view name(DeviceState s) noexcept { return s == DeviceState::Ready ? "Ready" : "Lost"; }
-std::string_view name(ReadbackState s) noexcept {
+std::string_view name(CommandState s) noexcept {
   switch (s) {
-    case ReadbackState::Requested: return "Requested";
-    case ReadbackState::WaitingForWriter: return "WaitingForWriter";
-    case ReadbackState::Reading: return "Reading";
-    case ReadbackState::Delivered: return "Delivered";
-    case ReadbackState::Failed: return "Failed";
+    case CommandState::Pending: return "Pending";
+    case CommandState::Submitted: return "Submitted";
+    case CommandState::DeviceDone: return "DeviceDone";
+    case CommandState::Parked: return "Parked";
+    case CommandState::OutcomeKnown: return "OutcomeKnown";
+    case CommandState::Failed: return "Failed";
+    case CommandState::Cancelled: return "Cancelled";
+    case CommandState::Final: return "Final";
   }
   return "?";
 }

@@ -4,24 +4,34 @@
 // returns the next state or nullopt for an illegal transition. The engine
 // asserts legality through these functions; tests cover every edge.
 //
-//   Command:  Pending -Submit-> Submitted -Complete-> Complete -Retire-> Retired
-//             Pending -Fail-> Failed (enqueue failed, or it read poisoned data)
-//             Submitted|Complete -Fail-> Failed (its event, or an upstream
-//             producer, failed) -Retire-> Retired
+//   Command — the engine's one record per command, its whole life:
+//     Pending -Submit-> Submitted -DeviceDone-> DeviceDone -Outcome-> OutcomeKnown
+//     Submitted -Outcome-> Parked -DeviceDone-> OutcomeKnown  (an input failed while it still ran)
+//     Pending -Fail-> Failed                                  (never enqueued)
+//     Pending|Submitted|DeviceDone|Parked -Cancel-> Cancelled (teardown gives up on it)
+//     OutcomeKnown|Failed|Cancelled -Finalize-> Final         (its callback has run)
+//   Dependency — a command's node in the CommandGraph (failure that follows the data):
+//     Pending -Submit-> Submitted -Complete-> Complete -Retire-> Retired
+//     Pending -Fail-> Failed; Submitted|Complete -Fail-> Failed -Retire-> Retired
 //   Buffer:   Live -LastRelease-> Dying -UsesDone-> Freed
 //   Device:   Ready -Lose-> Lost
-//   Readback: Requested -Submit-> WaitingForWriter -WriterDone-> Reading
-//             -Done-> Delivered; Requested|WaitingForWriter|Reading -Fail-> Failed
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
 namespace uvcl::sched {
 
-enum class CommandState { Pending, Submitted, Complete, Failed, Retired };
-enum class CommandEvent { Submit, Complete, Fail, Retire };
+enum class CommandState : std::uint8_t { Pending, Submitted, DeviceDone, Parked, OutcomeKnown, Failed, Cancelled, Final };
+enum class CommandEvent : std::uint8_t { Submit, DeviceDone, Outcome, Fail, Cancel, Finalize };
 std::optional<CommandState> next(CommandState s, CommandEvent e) noexcept;
+// The device has finished with it (or it never reached the device).
+bool device_done(CommandState s) noexcept;
+
+enum class DependencyState { Pending, Submitted, Complete, Failed, Retired };
+enum class DependencyEvent { Submit, Complete, Fail, Retire };
+std::optional<DependencyState> next(DependencyState s, DependencyEvent e) noexcept;
 
 enum class BufferState { Live, Dying, Freed };
 enum class BufferEvent { LastRelease, UsesDone };
@@ -31,13 +41,9 @@ enum class DeviceState { Ready, Lost };
 enum class DeviceEvent { Lose };
 std::optional<DeviceState> next(DeviceState s, DeviceEvent e) noexcept;
 
-enum class ReadbackState { Requested, WaitingForWriter, Reading, Delivered, Failed };
-enum class ReadbackEvent { Submit, WriterDone, Done, Fail };
-std::optional<ReadbackState> next(ReadbackState s, ReadbackEvent e) noexcept;
-
-std::string_view name(CommandState s) noexcept;
+std::string_view name(DependencyState s) noexcept;
 std::string_view name(BufferState s) noexcept;
 std::string_view name(DeviceState s) noexcept;
-std::string_view name(ReadbackState s) noexcept;
+std::string_view name(CommandState s) noexcept;
 
 }  // namespace uvcl::sched

@@ -24,7 +24,7 @@ TEST(CommandGraphTest, SuccessNeedsOwnEventAndProducers) {
   g.submitted(2);
   g.event_done(2, std::nullopt);  // done, but its producer is not
   EXPECT_TRUE(g.take_outcomes().empty());
-  EXPECT_EQ(g.state(2), CommandState::Complete);
+  EXPECT_EQ(g.state(2), DependencyState::Complete);
   g.event_done(1, std::nullopt);
   auto o = g.take_outcomes();
   EXPECT_EQ(ids(o), (std::vector<CommandId>{1, 2}));
@@ -56,7 +56,7 @@ TEST(CommandGraphTest, FailurePropagatesDownstreamTransitively) {
   }
   EXPECT_NE(o[2].error->message.find("failed command 1"), std::string::npos);
   // 3 still runs on the device: it stays until its event is done.
-  EXPECT_EQ(g.state(3), CommandState::Failed);
+  EXPECT_EQ(g.state(3), DependencyState::Failed);
   g.event_done(3, std::nullopt);
   EXPECT_FALSE(g.state(3));
   EXPECT_TRUE(g.take_outcomes().empty());  // one outcome per command

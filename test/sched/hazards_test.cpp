@@ -56,8 +56,6 @@ TEST_F(HazardsTest, LaterReaderOnAQueueReplacesEarlierOne) {
   hz.record(buf, false, 2, 1);
   hz.record(buf, false, 5, 1);
   EXPECT_EQ(waits(true, 0), (std::vector<CommandId>{5}));
-  EXPECT_EQ(refs.live(2), 0);
-  EXPECT_EQ(refs.live(5), 1);
 }
 
 TEST_F(HazardsTest, WriteAfterWriteWaitsForWriter) {
@@ -65,32 +63,13 @@ TEST_F(HazardsTest, WriteAfterWriteWaitsForWriter) {
   EXPECT_EQ(waits(true, 1), (std::vector<CommandId>{1}));
 }
 
-TEST_F(HazardsTest, WriteClearsReadersAndReleasesTheirEvents) {
+TEST_F(HazardsTest, WriteClearsReaders) {
   hz.record(buf, true, 1, 0);
   hz.record(buf, false, 2, 1);
   hz.record(buf, false, 3, 2);
   hz.record(buf, true, 4, 3);
-  EXPECT_EQ(refs.live(1), 0);
-  EXPECT_EQ(refs.live(2), 0);
-  EXPECT_EQ(refs.live(3), 0);
-  EXPECT_EQ(refs.live(4), 1);
   EXPECT_EQ(waits(false, 0), (std::vector<CommandId>{4}));
-}
-
-TEST_F(HazardsTest, OneEventInSeveralSlotsHoldsOneReferencePerSlot) {
-  // One command reading two buffers: each slot holds its own reference, so
-  // replacing one slot never releases the event the other still names.
-  BufferHazards other;
-  hz.record(buf, false, 7, 0);
-  hz.record(other, false, 7, 0);
-  EXPECT_EQ(refs.live(7), 2);
-  hz.record(buf, true, 8, 1);
-  EXPECT_EQ(refs.live(7), 1);
-  hz.clear(other);
-  hz.clear(buf);
-  EXPECT_EQ(refs.total_live(), 0);
-  EXPECT_FALSE(refs.negative);
-  EXPECT_EQ(refs.retains, refs.releases);
+  EXPECT_EQ(waits(true, 0), (std::vector<CommandId>{4}));
 }
 
 TEST_F(HazardsTest, UsesCompleteTracksEverySlot) {
