@@ -83,6 +83,18 @@ Result<void> upload_tensor(Engine& engine, disk::DiskPool& disk, const std::stri
 // One job's state machine: Building -> Launching (a chunk per loop
 // iteration) -> Reading -> Done. Owned by shared_ptr copies in the engine
 // callbacks and the launch turns, so it lives until the last one.
+//
+// Every command the job makes belongs to the job: each turn that makes
+// commands (the uploads and the first chunk, each later chunk, the last with
+// the reads) runs inside an error scope pushed and popped in that turn.
+// Failures of other users' commands on the same engine (another job in uvcl
+// serve) go to their own scopes, never into this job's result. A job with
+// outputs ends when its reads have called back (a failure upstream of an
+// output reaches the read); waiting for its last scope too would wait for
+// every command anyone made before it, a slow job's included. A job with no
+// outputs ends when its last scope's callback has run (scopes complete in
+// closing order: every earlier one has run by then), with the first failure
+// of its commands.
 class JobRun : public std::enable_shared_from_this<JobRun> {
  public:
   JobRun(Engine& e, Job job, RunOptions opts, RunCallback done)
@@ -100,7 +112,9 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   Result<void> make_kernels();
   Result<void> make_buffers();
   Result<void> enqueue_launches();
-  bool launch_chunk();  // false once every launch is enqueued or the job failed
+  Result<bool> launch_chunk();  // true: launches remain for a later turn
+  bool end_turn(Result<bool> launched);
+  void settle();
   void open_turns();
   void close_turns();
   static void on_turn(uv_check_t* h);
@@ -125,7 +139,10 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   std::vector<uvcl::Buffer> buffers_;
   std::size_t builds_pending_ = 0;
   std::size_t reads_pending_ = 0;
-  std::optional<Error> error_;
+  std::optional<Error> error_;        // a build's, then a read's (first kept)
+  std::size_t scopes_pending_ = 0;    // popped, callback not run yet
+  std::optional<Error> scope_error_;  // the first failure in the job's scopes
+  bool all_made_ = false;             // every launch and read is enqueued
   bool finished_ = false;
   RunResult result_;
   EngineStats stats_before_;
@@ -245,23 +262,76 @@ void JobRun::run() {
     auto self = shared_from_this();
     engine_.set_schedule_recorder([self](const ScheduleEntry& s) { self->schedule_.push_back(self->schedule_entry_json(s)); });
   }
-  for (auto step : {&JobRun::make_kernels, &JobRun::make_buffers, &JobRun::enqueue_launches}) {
-    if (auto r = (this->*step)(); !r) {
-      fail(std::move(r).error());
-      return;
-    }
+  if (auto r = make_kernels(); !r) {
+    fail(std::move(r).error());
+    return;
+  }
+  // The uploads and the first chunk: this turn's commands.
+  engine_.push_error_scope();
+  Result<bool> launched = [&]() -> Result<bool> {
+    UVCL_TRY(make_buffers());
+    UVCL_TRY(enqueue_launches());
+    if (prepared_) return false;  // the caller launches
+    return launch_chunk();
+  }();
+  if (end_turn(std::move(launched))) open_turns();
+}
+
+// Closes the turn that `launched` ends (its error scope open): once no launch
+// is left, starts the reads inside the turn's scope, then pops it. Fails the
+// job at once on an API error, hands a prepared job over. true: launches
+// remain for a later turn.
+bool JobRun::end_turn(Result<bool> launched) {
+  const bool more = launched && *launched;
+  if (launched && !more && !prepared_) {
+    close_turns();
+    read_outputs();
+    all_made_ = true;
+  }
+  ++scopes_pending_;
+  auto self = shared_from_this();
+  auto popped = engine_.pop_error_scope([self](Result<void> r) {
+    --self->scopes_pending_;
+    if (!r && !self->scope_error_) self->scope_error_ = std::move(r).error();
+    self->settle();
+  });
+  if (!popped) {  // no scope open: this turn's push was popped by another hand
+    --scopes_pending_;
+    if (!scope_error_) scope_error_ = std::move(popped).error();
+  }
+  if (!launched) {
+    fail(std::move(launched).error());
+    return false;
   }
   if (prepared_) {
     hand_over();
-    return;
+    return false;
   }
-  if (launch_chunk()) open_turns();
+  if (!more) settle();  // for a read that failed at once, or a failed pop
+  return more;
 }
 
-// Enqueues up to opts_.launches_per_turn launches in program order. When the
-// last one is in, starts the reads (or the drain). false when nothing is left
-// to do from the loop: all enqueued, or the job failed.
-bool JobRun::launch_chunk() {
+// Ends the job once every launch and read is enqueued and: with outputs,
+// every read has called back (the first read error, which names the output,
+// fails it); without, every scope's callback has run (the first failure in
+// them fails it).
+void JobRun::settle() {
+  if (finished_ || !all_made_) return;
+  const bool by_reads = !job_.outputs.empty();
+  if (by_reads ? reads_pending_ > 0 : scopes_pending_ > 0) return;
+  std::optional<Error>& error = by_reads ? error_ : scope_error_;
+  if (error) {
+    Error e = std::move(*error);
+    error.reset();
+    fail(std::move(e));
+    return;
+  }
+  finish();
+}
+
+// Enqueues up to opts_.launches_per_turn launches in program order, inside
+// the turn's error scope. true: launches remain for a later turn.
+Result<bool> JobRun::launch_chunk() {
   const std::uint64_t budget = opts_.launches_per_turn;
   std::uint64_t n = 0;
   while (next_launch_ < launches_.size()) {
@@ -271,16 +341,12 @@ bool JobRun::launch_chunk() {
       continue;
     }
     if (budget && n == budget) return true;  // more next turn
-    if (auto res = engine_.launch(launches_[next_launch_]); !res) {
-      fail(std::move(res).error().context("launches[" + std::to_string(next_launch_) + "]"));
-      return false;
-    }
+    if (auto res = engine_.launch(launches_[next_launch_]); !res)
+      return std::move(res).error().context("launches[" + std::to_string(next_launch_) + "]");
     ++next_repeat_;
     ++result_.stats.launches;
     ++n;
   }
-  close_turns();
-  read_outputs();
   return false;
 }
 
@@ -324,7 +390,8 @@ void JobRun::on_turn(uv_check_t* h) {
     self->fail(Error{Status::Cancelled, "engine destroyed while the job's launches were being enqueued"});
     return;
   }
-  self->launch_chunk();
+  self->engine_.push_error_scope();
+  self->end_turn(self->launch_chunk());
 }
 
 void JobRun::close_turns() {
@@ -468,17 +535,11 @@ void JobRun::hand_over() {
   prepared(std::shared_ptr<PreparedJob>(std::make_shared<Prepared>(shared_from_this())));
 }
 
+// Inside the last turn's scope (a read's own failure is the job's); settle()
+// ends the job.
 void JobRun::read_outputs() {
   reads_pending_ = job_.outputs.size();
   result_.outputs.resize(job_.outputs.size());
-  if (reads_pending_ == 0) {
-    auto self = shared_from_this();
-    engine_.drain([self](Result<void> r) {
-      if (!r) self->fail(std::move(r).error());
-      else self->finish();
-    });
-    return;
-  }
   auto self = shared_from_this();
   for (std::size_t i = 0; i < job_.outputs.size(); ++i) {
     const job::Buffer& jb = job_.buffers[job_.outputs[i]];
@@ -495,23 +556,11 @@ void JobRun::read_outputs() {
                             } else {
                               self->result_.outputs[i].data.assign(data->begin(), data->end());
                             }
-                            if (self->reads_pending_ > 0) return;
-                            if (self->error_) {
-                              Error e = std::move(*self->error_);
-                              self->error_.reset();
-                              self->fail(std::move(e));
-                            } else {
-                              self->finish();
-                            }
+                            self->settle();
                           });
     if (!r) {
-      reads_pending_ -= job_.outputs.size() - i;
+      reads_pending_ -= job_.outputs.size() - i;  // the rest never start
       if (!error_) error_ = std::move(r).error().context("outputs." + jb.name);
-      if (reads_pending_ == 0) {
-        Error e = std::move(*error_);
-        error_.reset();
-        fail(std::move(e));
-      }
       return;
     }
   }

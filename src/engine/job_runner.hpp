@@ -2,7 +2,10 @@
 //
 // Asynchronous: run_job returns at once and calls `done` exactly once from
 // the loop (unless it returns an error itself, libuv's rule). Several jobs
-// may run on one engine at the same time (uvcl serve). Errors say where:
+// may run on one engine at the same time (uvcl serve): each job's commands
+// are made inside its own error scopes (Engine::push_error_scope), so a job
+// fails with failures of its own commands only: with outputs, those that
+// reach an output's read; without, the first of any. Errors say where:
 // "kernels.scale: ...", "launches[3] (kernel scale): argument 1 ...".
 // Everything the job created is released before `done` runs.
 #pragma once
