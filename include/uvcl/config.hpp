@@ -15,7 +15,8 @@
 //       "cache_dir": null | "dir",        // on-disk program binary cache
 //       "program_memo": 64,               // built programs kept in memory, 0..4096
 //       "profile": false,                 // profiling queues (device times in traces)
-//       "spin_us": 0                      // spin for completions, 0..1000000 us
+//       "spin_us": 0,                     // spin for completions, 0..1000000 us
+//       "command_events": "auto"          // "auto" | "all" | "awaited" (below)
 //     },
 //     "debug": { "backends": false, "asm": false }
 //   }
@@ -38,6 +39,14 @@ inline constexpr unsigned kMaxWindow = 65536;
 inline constexpr unsigned kMaxProgramMemo = 4096;
 inline constexpr unsigned kMaxSpinUs = 1000000;
 
+// Which commands get an OpenCL event of their own. Awaited: only those
+// someone waits for (a read, a timed launch, a callback, tracing); every
+// other command completes with the next event on its in-order queue (a
+// fence per flushed window). All: every command (PoCL 3.1 aborts the process
+// when a failure reaches a command enqueued without an event). Auto: All on
+// PoCL, Awaited elsewhere.
+enum class CommandEvents { Auto, All, Awaited };
+
 struct Config {
   std::optional<std::vector<std::size_t>> platform_ids;  // nullopt: all
   unsigned queues = 8;
@@ -54,6 +63,7 @@ struct Config {
   // this many microseconds: callbacks arrive sooner, a core stays busy
   // meanwhile. 0: never; the driver's callbacks and the 1 ms poll only.
   unsigned spin_us = 0;
+  CommandEvents command_events = CommandEvents::Auto;
   bool debug_backends = false;
   bool debug_asm = false;
 };

@@ -144,6 +144,12 @@ struct EngineStats {
   // clGetEventInfo status reads: hazard checks at submission and
   // completion polling (each costs a driver call).
   std::uint64_t status_queries = 0;
+  // OpenCL events the engine created: a command's own (someone awaits it:
+  // a read, a timed launch, a callback; or tracing is on), and fences — one
+  // per queue per flushed window, or where another queue must wait on an
+  // event-less command. Every other command is completed by the next event
+  // on its in-order queue.
+  std::uint64_t events = 0, fences = 0;
   std::uint64_t in_flight = 0, pending = 0;
   std::uint64_t live_buffers = 0;
   std::uint64_t host_memory_bytes = 0;  // alloc_host() memory not yet freed

@@ -106,6 +106,9 @@ Result<void> Engine::Impl::init_devices() {
       devices.push_back(std::move(d));
       return cl::call_error(Status::Initialization, "clCreateCommandQueue(staging map queue)", rc).context(where);
     }
+    const bool pocl = dev.info.platform_name.find("Portable Computing Language") != std::string::npos;
+    d->event_per_command = config.command_events == CommandEvents::All ||
+                           (config.command_events == CommandEvents::Auto && pocl);
     d->staging = std::make_unique<StagingPool>(*api, d->context, d->map_queue);
     if (config.debug_backends)
       std::fprintf(stderr, "uvcl: %s: %u queues, window %u, %llu bytes global memory\n", where.c_str(), n,
@@ -246,6 +249,7 @@ void Engine::Impl::shutdown() {
 void Engine::Impl::on_prepare() {
   Entry entry(*this);
   submit_all();
+  for (const auto& d : devices) flush_dirty_queues(*d);  // and fences what the windows' flushes could not
   deliver_raised();
   update_busy();
 }

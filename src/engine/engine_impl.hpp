@@ -83,7 +83,10 @@ struct CommandRec {
   std::uint32_t device = 0;
   QueueIndex queue = sched::kNoQueue;
   cl_int status = CL_QUEUED;
-  cl_event event = nullptr;  // released once final
+  // Its own, or a fence (a marker enqueued right after it) that completes
+  // it and every event-less command before it on its queue. Released once
+  // final.
+  cl_event event = nullptr;
   cl_event gate = nullptr;   // timed launches: a user event later work waits on
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
@@ -146,10 +149,21 @@ struct KernelRec {
   bool released = false;
 };
 
+// An in-order queue is a timeline: its commands complete in the order they
+// were enqueued, so one event completes every command before it. Commands
+// get an event of their own only where someone awaits them (a read, a timed
+// launch, a callback) or traces them; the others are completed by the next
+// event on their queue — a fence (a marker) attached to the last command of
+// each flushed window, or made when another queue must wait.
 struct Queue {
   cl_command_queue queue = nullptr;
-  std::deque<CommandId> in_flight;  // in submission order = completion order
+  std::deque<CommandId> in_flight;  // in submission order = completion order = id order
   bool dirty = false;               // enqueued since the last clFlush
+  bool needs_fence = false;         // the last command in flight has no event
+  // Status reads of its oldest event that failed in a row: a read that
+  // fails once is tried again at the next poll; only a persistent failure
+  // fails the commands that event completes (it may complete many).
+  std::uint8_t failed_reads = 0;
   // The command completed last on this queue, if it failed (0 if it did
   // not): a driver may fail what it queued behind a failed command (PoCL
   // fails the commands enqueued while it was pending), and the errors of
@@ -175,6 +189,9 @@ struct DeviceCtx {
   // Copies into this device with chunk writes still to enqueue, in
   // submission order: their writes go out in that order.
   std::deque<std::uint64_t> cross_writes;
+  // Every command gets an event of its own (Config::command_events): no
+  // event-less commands, no fences.
+  bool event_per_command = false;
   bool submitting = false;  // inside submit_window: a nested call leaves new commands to the outer one
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}
@@ -338,11 +355,25 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   void fail_unsubmitted(const Command& c, Error e);
   cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
                     const char** call);
+  // Fences every queue whose last command has no event, then flushes.
   void flush_dirty_queues(DeviceCtx& d);
+  // A marker after the last command of queue q, which then carries it as
+  // its event; nullptr if the marker could not be enqueued.
+  cl_event fence(DeviceCtx& d, QueueIndex q);
+  // The first command at or after `id` on its queue that has an event (so
+  // completes with it), or nullptr.
+  CommandRec* completed_by(const DeviceCtx& d, CommandId id, QueueIndex q);
+  // The event another queue waits on for command `id`: its own, the next
+  // fence on its queue, or a new fence. nullptr: no fence could be made.
+  cl_event event_for_wait(DeviceCtx& d, CommandId id);
+  // Whether the command gets an event of its own.
+  bool needs_own_event(const DeviceCtx& d, const Command& c) const;
   void collect_completions();
   // failed_ahead: the failed command completed just before it on its
   // in-order queue (0: none).
-  void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0);
+  // by: the command whose event said so, if not this one's own.
+  void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0, CommandId by = 0);
+  void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
   void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
   void process_outcomes();
   void finalize(CommandId id, const std::optional<Error>& error);
@@ -352,7 +383,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   // Final: drops it (and the final ones after it) once every older command
   // is final too.
   void make_final(CommandRec& r);
-  Error event_error(CommandId id, const CommandRec& r, CommandId failed_ahead) const;
+  Error event_error(CommandId id, const CommandRec& r, CommandId failed_ahead, CommandId by) const;
   void trace_completed(CommandRec& r);
   void lose_device(std::uint32_t device, const Error& why);
 

@@ -43,13 +43,53 @@ void Engine::Impl::make_final(CommandRec& r) {
 bool Engine::Impl::is_complete(CommandId id) const {
   const CommandRec* r = commands.find(id);
   if (!r || sched::device_done(r->state) || r->seen_done) return true;  // no record: final
-  if (!r->event || r->queue == sched::kNoQueue) return false;  // a user event: completed by us
-  ++status_queries;
-  cl_int status = CL_QUEUED;
-  if (api->clGetEventInfo(r->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) != CL_SUCCESS)
-    return false;
-  if (status <= CL_COMPLETE) const_cast<CommandRec*>(r)->seen_done = true;  // a cache of driver state
-  return status <= CL_COMPLETE;
+  if (r->queue == sched::kNoQueue) return false;  // pending, or a user event: completed by us
+  // Const in the scheduler's eyes; the flags below cache driver state.
+  CommandRec* by = const_cast<Engine::Impl*>(this)->completed_by(*devices[r->device], id, r->queue);
+  if (!by) return false;  // its fence comes with the next flush
+  if (!by->seen_done) {
+    ++status_queries;
+    cl_int status = CL_QUEUED;
+    if (api->clGetEventInfo(by->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+            CL_SUCCESS ||
+        status > CL_COMPLETE)
+      return false;
+    by->seen_done = true;
+  }
+  const_cast<CommandRec*>(r)->seen_done = true;
+  return true;
+}
+
+CommandRec* Engine::Impl::completed_by(const DeviceCtx& d, CommandId id, QueueIndex q) {
+  const std::deque<CommandId>& f = d.queues[q].in_flight;
+  for (auto it = std::lower_bound(f.begin(), f.end(), id); it != f.end(); ++it) {
+    CommandRec* r = commands.find(*it);
+    if (r->event) return r;
+  }
+  return nullptr;
+}
+
+cl_event Engine::Impl::event_for_wait(DeviceCtx& d, CommandId id) {
+  const CommandRec& w = *commands.find(id);
+  if (w.event || w.queue == sched::kNoQueue) return w.event;
+  if (CommandRec* by = completed_by(d, id, w.queue)) return by->event;
+  return fence(d, w.queue);
+}
+
+cl_event Engine::Impl::fence(DeviceCtx& d, QueueIndex q) {
+  Queue& queue = d.queues[q];
+  cl_event m = nullptr;
+  if (api->clEnqueueMarkerWithWaitList(queue.queue, 0, nullptr, &m) != CL_SUCCESS || !m) return nullptr;
+  ++counters.fences;
+  ++counters.events;
+  commands.find(queue.in_flight.back())->event = m;
+  queue.needs_fence = false;
+  queue.dirty = true;
+  return m;
+}
+
+bool Engine::Impl::needs_own_event(const DeviceCtx& d, const Command& c) const {
+  return d.event_per_command || c.wants_callback || c.op == Op::Timed || c.op == Op::CrossWrite || trace != nullptr;
 }
 
 // --- windows ----------------------------------------------------------------
@@ -97,7 +137,11 @@ void Engine::Impl::submit_window(std::uint32_t device) {
 }
 
 void Engine::Impl::flush_dirty_queues(DeviceCtx& d) {
-  for (Queue& q : d.queues) {
+  for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
+    Queue& q = d.queues[qi];
+    // A failed marker is tried again at the next flush (once per loop
+    // iteration): until then its commands' completion is not observed.
+    if (q.needs_fence && !q.in_flight.empty()) (void)fence(d, qi);
     if (!q.dirty) continue;
     q.dirty = false;
     if (cl_int rc = api->clFlush(q.queue); rc != CL_SUCCESS)
@@ -199,12 +243,21 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   wait_events.reserve(waits.ids().size());
   for (CommandId w : waits.ids()) {
     const CommandRec& we = *commands.find(w);  // not complete: still stored
+    cl_event e = w == gate_of ? we.gate : event_for_wait(d, w);
+    if (!e) {
+      Error err = cl::call_error(Status::KernelSync, "clEnqueueMarkerWithWaitList", CL_OUT_OF_RESOURCES);
+      err.context(std::string(op_name(c.op)) + " (command " + std::to_string(c.id) + ") waiting for command " +
+                  std::to_string(w));
+      report(c.id, err);
+      fail_unsubmitted(c, std::move(err));
+      return;
+    }
     // OpenCL requires a flush before another queue waits on an event.
     if (we.queue != sched::kNoQueue && we.queue != q && d.queues[we.queue].dirty) {
       d.queues[we.queue].dirty = false;
       api->clFlush(d.queues[we.queue].queue);
     }
-    wait_events.push_back(w == gate_of ? we.gate : we.event);
+    wait_events.push_back(e);
   }
 
   cl_event gate = nullptr;
@@ -221,6 +274,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   }
 
   cl_event ev = nullptr;
+  const bool own_event = needs_own_event(d, c);
   const char* call = "";
   cl_int rc = CL_SUCCESS;
   if (c.op == Op::CrossWrite) {
@@ -228,7 +282,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     call = "clCreateUserEvent";
     if (!ev) rc = CL_OUT_OF_RESOURCES;
   } else {
-    rc = enqueue_cl(d, c, q, wait_events, &ev, &call);
+    rc = enqueue_cl(d, c, q, wait_events, own_event ? &ev : nullptr, &call);
   }
   if (rc != CL_SUCCESS) {
     const Status s = c.op == Op::Write || c.op == Op::Fill ? Status::MemoryCopyH2P
@@ -261,9 +315,11 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     hazards.record(b.hazards, a.write, c.id, q);
     if (a.write) b.poison.reset();
   }
+  if (own_event) ++counters.events;
   if (q != sched::kNoQueue) {
     d.queues[q].in_flight.push_back(c.id);
     d.queues[q].dirty = true;
+    d.queues[q].needs_fence = !own_event;
     if (q < d.compute_queues()) ++d.load[q];
   }
   if (c.op == Op::Timed) d.barrier = c.id;
@@ -364,30 +420,59 @@ cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const st
 
 // --- completions --------------------------------------------------------------
 
+// Queue::failed_reads: how many status reads in a row may fail (a poll each,
+// 1 ms apart) before the event counts as failed.
+constexpr std::uint8_t kFailedReadsToGiveUp = 3;
+
 void Engine::Impl::collect_completions() {
   for (const auto& dp : devices) {
     DeviceCtx& d = *dp;
     for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
       Queue& q = d.queues[qi];
       while (!q.in_flight.empty()) {
-        const CommandId id = q.in_flight.front();
-        const CommandRec& r = *commands.find(id);
+        // One status read for the first command with an event: the
+        // commands before it (event-less) completed with it.
+        std::size_t k = 0;
+        while (k < q.in_flight.size() && !commands.find(q.in_flight[k])->event) ++k;
         cl_int status = CL_QUEUED;
-        ++status_queries;
-        cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-        if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
-        if (status > CL_COMPLETE) break;
-        q.in_flight.pop_front();
-        if (qi < d.compute_queues()) --d.load[qi];
-        const CommandId ahead = status < 0 ? q.failed_ahead : 0;
-        q.failed_ahead = status < 0 ? id : 0;
-        event_completed(id, status, ahead);
+        if (k == q.in_flight.size()) {
+          if (d.state != sched::DeviceState::Lost) break;  // its fence comes with the next flush
+          status = CL_DEVICE_NOT_AVAILABLE;                 // nothing will ever complete them
+          k = q.in_flight.size() - 1;
+        } else {
+          ++status_queries;
+          const CommandRec& r = *commands.find(q.in_flight[k]);
+          cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+          if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) break;
+          if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
+          q.failed_reads = 0;
+          if (status > CL_COMPLETE) break;
+        }
+        complete_queue_front(d, qi, k + 1, status);
       }
     }
   }
 }
 
-void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead) {
+// The first `count` commands of queue qi completed with `status`. A failure
+// the event-less ones share with the event that completed them is
+// attributed to the first of them; the others name it.
+void Engine::Impl::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status) {
+  Queue& q = d.queues[qi];
+  const CommandId by = q.in_flight[count - 1];
+  for (std::size_t i = 0; i < count && !q.in_flight.empty(); ++i) {
+    const CommandId id = q.in_flight.front();
+    q.in_flight.pop_front();
+    if (qi < d.compute_queues()) --d.load[qi];
+    // The first: behind the failure completed before it, if any; the rest:
+    // behind the first.
+    const CommandId ahead = status < 0 ? q.failed_ahead : 0;
+    if (i == 0) q.failed_ahead = status < 0 ? id : 0;
+    event_completed(id, status, ahead, by);
+  }
+}
+
+void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by) {
   CommandRec& r = *commands.find(id);
   r.status = status;
   open_gate(r);
@@ -404,7 +489,7 @@ void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed
   }
   if (r.trace) trace_completed(r);
   std::optional<Error> err;
-  if (status < 0) err = event_error(id, r, failed_ahead);
+  if (status < 0) err = event_error(id, r, failed_ahead, by);
   const bool parked = r.state == sched::CommandState::Parked;
   transition(r, sched::CommandEvent::DeviceDone);
   if (err) report(id, *err);
@@ -452,7 +537,7 @@ void Engine::Impl::trace_completed(CommandRec& r) {
   trace->command(std::move(t));
 }
 
-Error Engine::Impl::event_error(CommandId id, const CommandRec& r, CommandId failed_ahead) const {
+Error Engine::Impl::event_error(CommandId id, const CommandRec& r, CommandId failed_ahead, CommandId by) const {
   const Status s = r.op == Op::Read ? Status::MemoryCopyP2H
                    : r.op == Op::Write || r.op == Op::Fill ? Status::MemoryCopyH2P
                                                             : Status::KernelSync;
@@ -464,6 +549,9 @@ Error Engine::Impl::event_error(CommandId id, const CommandRec& r, CommandId fai
   what += ") on device " + std::to_string(r.device) + " completed with " + cl::error_name(r.status);
   if (failed_ahead != 0)
     what += " (queued behind failed command " + std::to_string(failed_ahead) + " on the same in-order queue)";
+  else if (by != 0 && by != id)
+    what += " (as read from the event of command " + std::to_string(by) +
+            ", which completes it on the same in-order queue)";
   return Error{s, what};
 }
 

@@ -52,6 +52,15 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       (key == "queues" ? cfg.queues : cfg.window) = static_cast<unsigned>(n);
       return {};
     }
+    if (key == "command_events") {
+      std::string_view s;
+      UVCL_TRY(r.get_string(f, p, s, "\"auto\", \"all\" or \"awaited\""));
+      if (s == "auto") cfg.command_events = CommandEvents::Auto;
+      else if (s == "all") cfg.command_events = CommandEvents::All;
+      else if (s == "awaited") cfg.command_events = CommandEvents::Awaited;
+      else return r.fail(p, "expected \"auto\", \"all\" or \"awaited\", got \"" + std::string(s) + "\"");
+      return {};
+    }
     if (key == "library") {
       std::string_view s;
       UVCL_TRY(r.get_string(f, p, s));
@@ -80,7 +89,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo", "spin_us"}, field);
+                                "program_memo", "spin_us", "command_events"}, field);
 }
 
 Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {

@@ -58,8 +58,10 @@ class SeqConsistency : public EngineTest {
  protected:
   void SetUp() override {}  // the engine is made per configuration
 
-  void prepare(unsigned queues, unsigned window) {
-    make_engine(test_config(queues, window));
+  void prepare(unsigned queues, unsigned window, CommandEvents events) {
+    Config c = test_config(queues, window);
+    c.command_events = events;
+    make_engine(c);
     Program p = compile(util::kKernels);
     axpbc_ = kernel(p, "axpbc");
     inplace_ = kernel(p, "mix_inplace");
@@ -69,8 +71,9 @@ class SeqConsistency : public EngineTest {
     gate_iters_ = util::spin_iters_for(eng(), spin_, 30.0);
   }
 
-  void run(unsigned queues, unsigned window, std::uint32_t first_seed, int seeds) {
-    prepare(queues, window);
+  void run(unsigned queues, unsigned window, std::uint32_t first_seed, int seeds,
+           CommandEvents events = CommandEvents::Auto) {
+    prepare(queues, window, events);
     Totals t;
     const std::uint64_t cross_waits_before = eng().stats().cross_queue_waits;
     for (int s = 0; s < seeds; ++s) {
@@ -308,5 +311,10 @@ TEST_F(SeqConsistency, EightQueuesSmallWindow) { run(8, 3, 1, 30); }
 TEST_F(SeqConsistency, EightQueuesDefaultWindow) { run(8, 100, 101, 30); }
 TEST_F(SeqConsistency, OneQueueSmallWindow) { run(1, 3, 201, 10); }
 TEST_F(SeqConsistency, OneQueueDefaultWindow) { run(1, 100, 301, 10); }
+// Events only where awaited: event-less commands complete through fences,
+// cross-queue waits go to the next fence after the producer.
+TEST_F(SeqConsistency, EightQueuesSmallWindowFences) { run(8, 3, 401, 20, CommandEvents::Awaited); }
+TEST_F(SeqConsistency, EightQueuesDefaultWindowFences) { run(8, 100, 501, 20, CommandEvents::Awaited); }
+TEST_F(SeqConsistency, OneQueueDefaultWindowFences) { run(1, 100, 601, 10, CommandEvents::Awaited); }
 
 }  // namespace uvcl::testing::seqcons

@@ -16,8 +16,11 @@ class CoreFaults : public ::testing::Test {
   void TearDown() override { shim().reset_faults(); }
 
   // An engine with the `advance` kernel; `declared` as in Engine::kernel.
-  void make(unsigned queues, std::vector<ParamAccess> declared = {}) {
-    ASSERT_TRUE(le_.create(shim_config(queues)).ok());
+  void make(unsigned queues, std::vector<ParamAccess> declared = {},
+            CommandEvents events = CommandEvents::Auto) {
+    Config c = shim_config(queues);
+    c.command_events = events;
+    ASSERT_TRUE(le_.create(c).ok());
     auto p = e().compile_sync(0, kSource);
     ASSERT_TRUE(p.ok()) << p.error().to_string();
     auto k = e().kernel(*p, "advance", std::move(declared));
@@ -74,7 +77,8 @@ TEST_F(CoreFaults, ReadInACallbackAfterAFailedWriterIsNotStale) {
   }).ok());
   shim().set_fault("event:clEnqueueFillBuffer:1:CL_OUT_OF_RESOURCES");
   const std::uint32_t five = 5;
-  ASSERT_TRUE(e().fill(x, std::as_bytes(std::span(&five, 1)), 0, n * 4).ok());
+  // on_done: the fill gets an event of its own, the one the fault fails.
+  ASSERT_TRUE(e().fill(x, std::as_bytes(std::span(&five, 1)), 0, n * 4, [](Result<void>) {}).ok());
   bool drained = false;
   e().drain([&](Result<void>) { drained = true; });  // submits both, collects nothing
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
@@ -109,6 +113,9 @@ TEST_F(CoreFaults, ReadFromTheErrorListenerKeepsProgramOrder) {
   const std::uint32_t five = 5;
   ASSERT_TRUE(e().fill(x, std::as_bytes(std::span(&five, 1)), 0, n * 4).ok());
   (void)e().finish();
+  // The listener runs after the step that raised the error: its read may
+  // come after the drain above.
+  EXPECT_EQ(run_for(e(), [&] { return seen.has_value(); }, 20), "");
   e().set_error_listener({});
   ASSERT_EQ(shim().fired(), 1);
   ASSERT_TRUE(seen.has_value());
@@ -126,7 +133,7 @@ TEST_F(CoreFaults, WriteOnlyUseClearsPoison) {
   ASSERT_TRUE(e().finish().ok());
   shim().set_fault("event:clEnqueueFillBuffer:1:CL_OUT_OF_RESOURCES");
   const std::uint32_t five = 5;
-  ASSERT_TRUE(e().fill(out, std::as_bytes(std::span(&five, 1)), 0, n * 4).ok());
+  ASSERT_TRUE(e().fill(out, std::as_bytes(std::span(&five, 1)), 0, n * 4, [](Result<void>) {}).ok());
   ASSERT_FALSE(e().finish().ok()) << "drain missed the failed fill";
   ASSERT_EQ(shim().fired(), 1);
   shim().reset_faults();
@@ -183,6 +190,46 @@ TEST_F(CoreFaults, DrainReportsErrorsOfItsOwnCommandsOnly) {
   ASSERT_FALSE(first.ok()) << "drain missed the failure of a command made before it";
   ASSERT_TRUE(e().launch(advance(a, c, n)).ok());
   EXPECT_TRUE(e().finish().ok());
+}
+
+}  // namespace
+}  // namespace uvcl::faults::core_faults_test
+
+namespace uvcl::faults::core_faults_test {
+namespace {
+
+// Event-less launches complete through the fence after them. A failed fence
+// fails every command it completes — what they wrote is poisoned and the
+// first of them is named — and nothing hangs; the engine works afterwards.
+TEST_F(CoreFaults, AFailedFenceFailsTheCommandsItCompletes) {
+  Watchdog wd("failed fence", 60);
+  make(1, {}, CommandEvents::Awaited);
+  constexpr std::uint32_t n = 256;
+  const Buffer a = buffer(n, 1), b = buffer(n, 1), c = buffer(n, 1);
+  ASSERT_TRUE(e().finish().ok());
+  std::vector<Error> heard;
+  e().set_error_listener([&](const Error& err) { heard.push_back(err); });
+  shim().set_fault("event:clEnqueueMarkerWithWaitList:1:CL_OUT_OF_RESOURCES");
+  ASSERT_TRUE(e().launch(advance(a, b, n)).ok());
+  ASSERT_TRUE(e().launch(advance(b, c, n)).ok());
+  auto r = e().finish();
+  ASSERT_EQ(shim().fired(), 1) << "the window was not fenced by a marker";
+  shim().reset_faults();
+  ASSERT_FALSE(r.ok()) << "the failed fence was not reported";
+  EXPECT_NE(r.error().to_string().find("CL_OUT_OF_RESOURCES"), std::string::npos) << r.error().to_string();
+  std::string why;
+  EXPECT_FALSE(read_words(c, n, &why).has_value()) << "read data a failed range wrote";
+  EXPECT_NE(why.find("CL_OUT_OF_RESOURCES"), std::string::npos) << why;
+  ASSERT_FALSE(heard.empty());
+  // Recovery: rewritten, the buffers compute exactly again.
+  const std::vector<std::uint32_t> ones(n, 1);
+  ASSERT_TRUE(e().write(b, 0, std::as_bytes(std::span(ones))).ok());
+  ASSERT_TRUE(e().write(c, 0, std::as_bytes(std::span(ones))).ok());
+  ASSERT_TRUE(e().launch(advance(b, c, n)).ok());
+  auto got = read_words(c, n, &why);
+  ASSERT_TRUE(got.has_value()) << why;
+  for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ((*got)[i], 3u + 1u + i);
+  e().set_error_listener({});
 }
 
 }  // namespace

@@ -261,7 +261,11 @@ TEST_F(Lifecycle, WorkAfterAFailedEventDoesNotWaitOnIt) {
     ASSERT_TRUE(f.e().write(*c, 0, std::as_bytes(std::span<const std::uint32_t>(host))).ok());
     const std::uint32_t pattern = 5;
     shim().set_fault("event:clEnqueueFillBuffer:1:CL_OUT_OF_RESOURCES");
-    ASSERT_TRUE(f.e().fill(*a, std::as_bytes(std::span<const std::uint32_t>(&pattern, 1)), 0, n * 4).ok());
+    // on_done: the fill gets an event of its own, the one the fault fails.
+    ASSERT_TRUE(f.e()
+                    .fill(*a, std::as_bytes(std::span<const std::uint32_t>(&pattern, 1)), 0, n * 4,
+                          [](Result<void>) {})
+                    .ok());
     // A read is a sync point: both are submitted now, without a loop turn.
     bool other_read = false;
     ASSERT_TRUE(f.e().read(*other, 0, 64, [&](Result<std::span<const std::byte>>) { other_read = true; }).ok());

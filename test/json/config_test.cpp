@@ -62,6 +62,7 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_EQ(r->profile, d.profile);
   EXPECT_EQ(r->program_memo, d.program_memo);
   EXPECT_EQ(r->spin_us, 0u);  // no spinning unless asked for
+  EXPECT_EQ(r->command_events, uvcl::CommandEvents::Auto);
   EXPECT_EQ(r->debug_backends, d.debug_backends);
   EXPECT_EQ(r->debug_asm, d.debug_asm);
   EXPECT_FALSE(r->platform_ids.has_value());  // the contract: absent means all platforms
@@ -71,7 +72,7 @@ TEST(Config, EveryKeyIsRead) {
   auto r = uvcl::parse_config(R"({
     "opencl": {"platform_ids": [2, 0], "queues": 3, "window": 17, "library": "/opt/libOpenCL.so.1",
                "absorb_sigabrt": true, "cache_dir": "/tmp/cache", "profile": true,
-               "program_memo": 9, "spin_us": 250},
+               "program_memo": 9, "spin_us": 250, "command_events": "awaited"},
     "debug": {"backends": true, "asm": true}
   })");
   ASSERT_TRUE(r.ok()) << r.error().message;
@@ -84,6 +85,7 @@ TEST(Config, EveryKeyIsRead) {
   EXPECT_TRUE(r->profile);
   EXPECT_EQ(r->program_memo, 9u);
   EXPECT_EQ(r->spin_us, 250u);
+  EXPECT_EQ(r->command_events, uvcl::CommandEvents::Awaited);
   EXPECT_TRUE(r->debug_backends);
   EXPECT_TRUE(r->debug_asm);
 }
@@ -183,7 +185,7 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
-            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us)");
+            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, command_events)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
   // Keys that are not plain identifiers are quoted in the path.
@@ -323,6 +325,19 @@ TEST(LoadConfig, DefaultsWithoutPathOrEnvironment) {
     EXPECT_EQ(r->queues, Config{}.queues);
     EXPECT_EQ(r->window, Config{}.window);
   }
+}
+
+TEST(Config, CommandEventsNamesItsValues) {
+  for (auto [text, want] : {std::pair{"auto", uvcl::CommandEvents::Auto}, std::pair{"all", uvcl::CommandEvents::All},
+                            std::pair{"awaited", uvcl::CommandEvents::Awaited}}) {
+    auto r = uvcl::parse_config(std::string(R"({"opencl": {"command_events": ")") + text + "\"}}");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->command_events, want) << text;
+  }
+  EXPECT_EQ(config_error(R"({"opencl": {"command_events": "some"}})"),
+            R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got "some")");
+  EXPECT_EQ(config_error(R"({"opencl": {"command_events": 1}})"),
+            R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got 1)");
 }
 
 }  // namespace config_test
