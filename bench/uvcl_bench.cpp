@@ -4,7 +4,7 @@
 //   uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N...]]...
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
-//              [--spin-iters N] [--engine-spin-us N]
+//              [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]
 //
 // Figures (docs/BENCHMARKS.md explains each and states its target):
 //   1 submission cost per launch      6 frees in flight
@@ -145,6 +145,7 @@ struct Options {
   double idle_s = 0;
   int spin_iters = 0;
   unsigned engine_spin_us = 0;  // opencl.spin_us of every engine (figure 3 also measures its own)
+  uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
   std::string argv;
 };
 
@@ -181,6 +182,7 @@ std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std
   uvcl::Config cfg;
   cfg.queues = queues;
   cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;
+  cfg.command_events = c.opt.engine_events;
   cfg.cache_dir = cache_dir;
   cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
   auto e = must(Engine::create(cfg), "Engine::create");
@@ -383,6 +385,8 @@ Json fig1(Ctx& c) {
     fig["uvcl_stats"]["flushes"] = s.flushes;
     fig["uvcl_stats"]["submitted"] = s.submitted;
     fig["uvcl_stats"]["status_queries"] = s.status_queries;
+    fig["uvcl_stats"]["events"] = s.events;  // own events and fences (opencl.command_events)
+    fig["uvcl_stats"]["fences"] = s.fences;
   };
   measure_uvcl(8, u, ub, true);
   measure_uvcl(1, u1, nullptr, false);
@@ -2271,7 +2275,7 @@ Json meta(const Ctx& c) {
 void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
-               "                  [--spin-iters N] [--engine-spin-us N]\n"
+               "                  [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 (default: all; 5x only with a second device)\n";
 }
 
@@ -2305,6 +2309,16 @@ int run(int argc, char** argv) {
     else if (a == "--idle-seconds") c.opt.idle_s = std::stod(value(i));
     else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-events") {
+      const std::string v = value(i);
+      if (v == "auto") c.opt.engine_events = uvcl::CommandEvents::Auto;
+      else if (v == "all") c.opt.engine_events = uvcl::CommandEvents::All;
+      else if (v == "awaited") c.opt.engine_events = uvcl::CommandEvents::Awaited;
+      else {
+        std::cerr << "uvcl_bench: --engine-events: expected auto, all or awaited, got " << v << "\n";
+        return 2;
+      }
+    }
     else if (a == "-h" || a == "--help") {
       usage();
       return 0;
