@@ -250,6 +250,15 @@ class Engine {
   Result<void> pop_error_scope(DoneCallback on_done);
 
   // --- the loop -------------------------------------------------------
+  // Closes the engine without blocking the loop: work still in windows is
+  // cancelled (its callbacks get Status::Cancelled), work on the devices
+  // runs to its end (callbacks as usual), then every OpenCL object is
+  // released, every handle closed, and on_closed runs, on the loop. From the
+  // call on, calls that make new work return Status::Cancelled. Destroy the
+  // Engine after on_closed (or at any time: the destructor is the blocking
+  // fallback).
+  Result<void> close(std::function<void()> on_closed);
+
   // Non-blocking: submits windows, collects completions, runs due
   // callbacks (uv_run NOWAIT on the engine's loop). For game loops.
   void poll();

@@ -120,6 +120,10 @@ Result<void> Engine::Impl::init_devices() {
 
 Engine::~Engine() {
   if (!impl_) return;
+  if (impl_->close_state == Impl::CloseState::Closed) {
+    impl_->shutdown();  // released already: closes the engine's own loop
+    return;
+  }
   if (impl_->entries > 0) {
     // From inside one of its own callbacks, as uv_close would be: the
     // outermost Entry tears it down once the engine's frames have returned.
@@ -237,11 +241,37 @@ void Engine::Impl::shutdown() {
     handles->close();
     handles = nullptr;
   }
-  if (own_loop) {
+  // Not from inside the loop (an asynchronous close ends in on_poll): the
+  // destructor closes the engine's own loop then.
+  if (own_loop && entries == 0) {
     uv_run(own_loop.get(), UV_RUN_DEFAULT);  // runs the close callbacks
     uv_loop_close(own_loop.get());
     own_loop.reset();
   }
+}
+
+Result<void> Engine::Impl::refuse_if_closing(const char* what) const {
+  if (close_state == CloseState::Open) return {};
+  return Error{Status::Cancelled, std::string(what) + ": the engine is " +
+                                      (close_state == CloseState::Closing ? "closing" : "closed")};
+}
+
+void Engine::Impl::finish_close_if_idle() {
+  if (close_state != CloseState::Closing || has_work()) return;
+  close_state = CloseState::Closed;
+  shutdown();  // nothing is in flight: no wait
+  if (auto cb = std::move(on_closed)) in_user_callback(*this, [&] { cb(); });
+}
+
+Result<void> Engine::close(std::function<void()> on_closed) {
+  Impl& e = *impl_;
+  UVCL_TRY(e.refuse_if_closing("close"));
+  if (!on_closed) return Error{Status::InvalidArgument, "close: a callback is required"};
+  e.close_state = Impl::CloseState::Closing;
+  e.on_closed = std::move(on_closed);
+  e.cancel_windows();  // their callbacks run, with Cancelled, from the loop
+  e.update_busy();
+  return {};
 }
 
 // --- the loop side -------------------------------------------------------
@@ -265,10 +295,13 @@ void Engine::Impl::on_poll() {
   check_scopes();
   polling = false;
   deliver_raised();
+  finish_close_if_idle();
   update_busy();
 }
 
-bool Engine::Impl::busy() const {
+bool Engine::Impl::busy() const { return has_work() || close_state == CloseState::Closing; }
+
+bool Engine::Impl::has_work() const {
   if (commands.size() > 0 || !building.empty() || !closing.empty() || !crosses.empty() || loop_holds > 0)
     return true;
   for (const auto& d : devices)
@@ -324,6 +357,10 @@ bool Engine::device_lost(std::size_t index) const {
 
 void Engine::drain(DoneCallback on_done) {
   Impl& e = *impl_;
+  if (e.close_state == Impl::CloseState::Closed) {  // no loop side is left to call it later
+    if (on_done) on_done(Error{Status::Cancelled, "drain: the engine is closed"});
+    return;
+  }
   e.submit_all();
   // Ask for a completion callback on the last command of every busy queue,
   // so the drain completes when the work does, not at the next 1 ms poll

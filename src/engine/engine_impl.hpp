@@ -283,6 +283,11 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   // Impl over to `self`, torn down when the outermost Entry ends.
   bool doomed = false;
   std::unique_ptr<Impl> self;
+  // Engine::close: Closing until every command is final, then everything is
+  // released and on_closed runs.
+  enum class CloseState { Open, Closing, Closed };
+  CloseState close_state = CloseState::Open;
+  std::function<void()> on_closed;
   // Components with work still to enqueue from their own loop handles (a job
   // runner between chunks): busy, so run_until keeps turning the loop.
   int loop_holds = 0;
@@ -302,7 +307,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   // engine.cpp
   Result<void> init_devices();
   void update_busy();
-  bool busy() const;
+  bool busy() const;      // the loop must keep turning for the engine
+  bool has_work() const;  // commands, builds, scopes, copies or frees still to finish
   // A failure where it starts (not the failures it causes downstream, which
   // reach their own commands' callbacks): to the error listener, and to the
   // error scope of the command that failed — the root scope for an error no
@@ -311,6 +317,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   void report(CommandId failed, const Error& e);
   void deliver_raised();  // runs the listener and recorder calls waiting in undelivered_*
   void cancel_windows();  // shutdown: window contents get Cancelled
+  // Calls that make new work refuse it once close() was called.
+  Result<void> refuse_if_closing(const char* what) const;
+  void finish_close_if_idle();
   void shutdown();
 
   // memory.cpp

@@ -67,6 +67,7 @@ std::optional<std::uint64_t> integer_value(const Scalar& s) {
 }  // namespace
 
 Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
+  UVCL_TRY(refuse_if_closing("launch"));
   auto kit = kernels.find(l.kernel.id);
   if (kit == kernels.end() || kit->second.released)
     return Error{Status::InvalidArgument, "launch: kernel " + std::to_string(l.kernel.id) + " is not a live kernel"};

@@ -8,6 +8,7 @@ std::string buffer_name(Buffer b) { return "buffer " + std::to_string(b.id); }
 }  // namespace
 
 Result<BufferRec*> Engine::Impl::live_buffer(Buffer b, const char* what) {
+  UVCL_TRY(refuse_if_closing(what));
   auto it = buffers.find(b.id);
   if (it == buffers.end() || it->second.state != sched::BufferState::Live)
     return Error{Status::InvalidArgument,
@@ -16,6 +17,7 @@ Result<BufferRec*> Engine::Impl::live_buffer(Buffer b, const char* what) {
 }
 
 Result<DeviceCtx*> Engine::Impl::usable_device(std::size_t device, const char* what) {
+  UVCL_TRY(refuse_if_closing(what));
   if (device >= devices.size())
     return Error{Status::InvalidArgument, std::string(what) + ": device " + std::to_string(device) +
                                               " out of range (" + std::to_string(devices.size()) + " devices)"};

@@ -261,3 +261,59 @@ TEST_F(Core, TeardownCallbacksThatAddWork) {
 }
 
 }  // namespace uvcl::testing::core
+
+namespace uvcl::testing::core {
+
+// close() on a caller's loop: work on the device ends normally, work still
+// in a window is cancelled, new work is refused, on_closed runs once, and
+// the caller's uv_run returns with every handle closed — no blocking call.
+TEST(CoreClose, AsynchronousCloseOnACallersLoop) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    auto made = Engine::create(test_config(), &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    Engine& e = *made.value();
+    auto b = e.allocate(0, 256);
+    ASSERT_TRUE(b.ok());
+    std::vector<std::uint32_t> v(64, 9);
+    ASSERT_TRUE(e.write(*b, 0, bytes_of(v)).ok());
+    std::optional<Result<void>> read, fill;
+    ASSERT_TRUE(e.read(*b, 0, 256, [&](Result<std::span<const std::byte>> d) {
+      read = d ? Result<void>{} : Result<void>{d.error()};
+    }).ok());  // a sync point: on the device now
+    const std::uint32_t one = 1;
+    ASSERT_TRUE(e.fill(*b, std::as_bytes(std::span(&one, 1)), 0, 256, [&](Result<void> r) { fill = r; }).ok());
+    int closed = 0;
+    ASSERT_TRUE(e.close([&] { ++closed; }).ok());
+    auto refused = e.allocate(0, 64);
+    ASSERT_FALSE(refused.ok()) << "new work accepted while closing";
+    EXPECT_EQ(refused.status(), Status::Cancelled);
+    EXPECT_FALSE(e.close([] {}).ok()) << "a second close was accepted";
+    uv_run(&loop, UV_RUN_DEFAULT);
+    EXPECT_EQ(closed, 1);
+    ASSERT_TRUE(read.has_value() && fill.has_value());
+    EXPECT_TRUE(read->ok()) << "work already on the device was not finished: " << read->error().to_string();
+    EXPECT_EQ(fill->status(), Status::Cancelled) << "work still in the window was not cancelled";
+    ASSERT_EQ(uv_loop_close(&loop), 0) << "close() left a handle open";
+    made.value().reset();  // after its loop is gone: the destructor must not touch it
+  }
+}
+
+// On the engine's own loop, an idle engine closes too.
+TEST(CoreClose, IdleEngineOnItsOwnLoop) {
+  auto made = Engine::create(test_config());
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = *made.value();
+  bool closed = false;
+  ASSERT_TRUE(e.close([&] { closed = true; }).ok());
+  ASSERT_TRUE(e.run_until([&] { return closed; }).ok());
+  bool drained = false;
+  e.drain([&](Result<void> r) {
+    EXPECT_EQ(r.status(), Status::Cancelled);
+    drained = true;
+  });
+  EXPECT_TRUE(drained);
+}
+
+}  // namespace uvcl::testing::core
