@@ -135,6 +135,10 @@ struct ScheduleEntry {
   std::uint32_t queue = 0;
   std::vector<Buffer> reads, writes;
   std::vector<std::uint64_t> waits;
+  // Producers on other queues it would have waited for, had they not
+  // completed before it was submitted (the wait was dropped): ordered
+  // before it all the same.
+  std::vector<std::uint64_t> completed;
 };
 
 struct EngineStats {

@@ -628,9 +628,12 @@ std::string JobRun::schedule_entry_json(const ScheduleEntry& s) const {
     for (std::size_t i = 0; i < list->size(); ++i) out += (i ? ", \"" : "\"") + name_of((*list)[i]) + "\"";
     out += "]";
   }
-  out += ", \"waits\": [";
-  for (std::size_t i = 0; i < s.waits.size(); ++i) out += (i ? ", " : "") + std::to_string(s.waits[i]);
-  return out + "]}";
+  for (auto [key, list] : {std::pair{"waits", &s.waits}, std::pair{"completed", &s.completed}}) {
+    out += std::string(", \"") + key + "\": [";
+    for (std::size_t i = 0; i < list->size(); ++i) out += (i ? ", " : "") + std::to_string((*list)[i]);
+    out += "]";
+  }
+  return out + "}";
 }
 
 // Shortest text that reads back to the same value.

@@ -222,8 +222,9 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
     for (const Access& a : c.accesses) views.push_back({&buffers.at(a.buffer).hazards, a.write});
     q = sched::choose_queue(policy, views.span(), d.load, *this);
   }
-  sched::WaitList waits;
-  for (const Access& a : c.accesses) hazards.collect_waits(buffers.at(a.buffer).hazards, a.write, q, waits);
+  sched::WaitList waits, completed;
+  for (const Access& a : c.accesses)
+    hazards.collect_waits(buffers.at(a.buffer).hazards, a.write, q, waits, schedule_recorder ? &completed : nullptr);
   // A timed launch runs alone: later work waits for it, but only for the
   // order, through its gate (a user event completed when the launch ends,
   // whatever its status), so its failure does not fail unrelated work.
@@ -359,6 +360,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
       if (a.write) s.writes.push_back(Buffer{a.buffer});
     }
     s.waits = waits.ids();
+    s.completed = completed.ids();
     undelivered_schedule.push_back(std::move(s));
   }
   release_pending(*this, c);

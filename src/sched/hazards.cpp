@@ -9,11 +9,11 @@ void WaitList::add(CommandId id) {
   if (it == ids_.end() || *it != id) ids_.insert(it, id);
 }
 
-void Hazards::collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out) const {
-  if (b.writer && pending_on_other_queue(*b.writer, queue)) out.add(b.writer->id);
+void Hazards::collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out,
+                            WaitList* done) const {
+  if (b.writer) wait_for(*b.writer, queue, out, done);
   if (!write) return;
-  for (const Slot& r : b.readers)
-    if (pending_on_other_queue(r, queue)) out.add(r.id);
+  for (const Slot& r : b.readers) wait_for(r, queue, out, done);
 }
 
 void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queue) {

@@ -49,8 +49,10 @@ class Hazards {
   explicit Hazards(EventRefs& refs) : refs_(refs) {}
 
   // Adds to `out` what a command on `queue` that reads (or, if `write`,
-  // writes) the buffer must wait for.
-  void collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out) const;
+  // writes) the buffer must wait for; to `done`, if given, the producers on
+  // other queues whose wait is dropped because they have completed.
+  void collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out,
+                     WaitList* done = nullptr) const;
   // Records that submitted command `id` on `queue` read/wrote the buffer.
   void record(BufferHazards& b, bool write, CommandId id, QueueIndex queue);
   // True when every tracked use of the buffer has completed.
@@ -59,8 +61,10 @@ class Hazards {
   void clear(BufferHazards& b);
 
  private:
-  bool pending_on_other_queue(const Slot& s, QueueIndex queue) const {
-    return (s.queue != queue || s.queue == kNoQueue) && !refs_.is_complete(s.id);
+  void wait_for(const Slot& s, QueueIndex queue, WaitList& out, WaitList* done) const {
+    if (s.queue == queue && s.queue != kNoQueue) return;  // in order on its own queue
+    if (!refs_.is_complete(s.id)) out.add(s.id);
+    else if (done) done->add(s.id);
   }
   EventRefs& refs_;
 };

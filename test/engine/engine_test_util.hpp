@@ -236,8 +236,9 @@ inline std::string describe(const ScheduleEntry& s) {
 }
 
 // The happens-before relation of a recorded schedule: an entry follows the
-// previous entry of its (device, queue) — in-order queues — and every command
-// it waits for, transitively. Entries must be given in submission order.
+// previous entry of its (device, queue) — in-order queues — every command it
+// waits for, and every producer whose wait was dropped because it had
+// completed (ScheduleEntry::completed), transitively. Entries must be given in submission order.
 class HappensBefore {
  public:
   explicit HappensBefore(std::vector<ScheduleEntry> s) : s_(std::move(s)) {
@@ -254,7 +255,9 @@ class HappensBefore {
         if (auto it = last_on_queue.find(key); it != last_on_queue.end()) preds.push_back(it->second);
         last_on_queue[key] = i;
       }
-      for (std::uint64_t w : s_[i].waits) {
+      std::vector<std::uint64_t> before = s_[i].waits;
+      before.insert(before.end(), s_[i].completed.begin(), s_[i].completed.end());
+      for (std::uint64_t w : before) {
         auto it = pos_.find(w);
         if (it == pos_.end()) {
           ++unknown_waits_;  // earlier than the log, or not (yet) submitted: a bug if so

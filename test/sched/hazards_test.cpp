@@ -72,6 +72,19 @@ TEST_F(HazardsTest, WriteClearsReaders) {
   EXPECT_EQ(waits(true, 0), (std::vector<CommandId>{4}));
 }
 
+TEST_F(HazardsTest, DroppedWaitsAreReportedAsCompleted) {
+  hz.record(buf, true, 1, 0);
+  hz.record(buf, false, 2, 1);
+  hz.record(buf, false, 3, 2);
+  refs.complete.insert(1);
+  refs.complete.insert(3);
+  WaitList out, done;
+  hz.collect_waits(buf, true, 2, out, &done);
+  EXPECT_EQ(out.ids(), (std::vector<CommandId>{2}));
+  // 3 is on the writer's own queue: ordered there, not a dropped wait.
+  EXPECT_EQ(done.ids(), (std::vector<CommandId>{1}));
+}
+
 TEST_F(HazardsTest, UsesCompleteTracksEverySlot) {
   EXPECT_TRUE(hz.uses_complete(buf));
   hz.record(buf, true, 1, 0);
