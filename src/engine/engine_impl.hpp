@@ -267,7 +267,6 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
 
   sched::Hazards hazards{*this};
   sched::CommandGraph graph{this};
-  sched::QueuePolicy policy = sched::QueuePolicy::Continuation;
   EngineStats counters;
   mutable std::uint64_t status_queries = 0;  // EngineStats::status_queries (is_complete is const)
   ErrorListener error_listener;

@@ -220,7 +220,7 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   } else {
     sched::ScratchList<sched::AccessView, 8> views;
     for (const Access& a : c.accesses) views.push_back({&buffers.at(a.buffer).hazards, a.write});
-    q = sched::choose_queue(policy, views.span(), d.load, *this);
+    q = sched::choose_queue(views.span(), d.load, *this);
   }
   sched::WaitList waits, completed;
   for (const Access& a : c.accesses)

@@ -20,18 +20,8 @@ bool readers_pending_elsewhere(const BufferHazards& b, QueueIndex q, const Event
 
 }  // namespace
 
-QueueIndex choose_queue(QueuePolicy policy, std::span<const AccessView> accesses,
-                        std::span<const std::uint32_t> load, const EventRefs& refs) {
-  if (policy == QueuePolicy::Seed) {
-    for (const AccessView& a : accesses) {
-      if (a.write) continue;
-      // Only a scheduled (compute) queue: not the profiling queue of a timed
-      // launch, not kNoQueue (a cross-device copy's user event).
-      if (a.hazards->writer && a.hazards->writer->queue < load.size()) return a.hazards->writer->queue;
-      break;  // only the first input counts
-    }
-    return least_loaded(load);
-  }
+QueueIndex choose_queue(std::span<const AccessView> accesses, std::span<const std::uint32_t> load,
+                        const EventRefs& refs) {
   for (const AccessView& a : accesses) {
     const BufferHazards& b = *a.hazards;
     if (!b.writer || refs.is_complete(b.writer->id)) continue;
