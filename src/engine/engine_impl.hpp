@@ -1,11 +1,13 @@
 // engine_impl.hpp — the Engine's internal state. One struct, one thread.
 //
-// Responsibilities are split over files: engine.cpp (lifecycle, loop,
-// drains), memory.cpp (buffers), staging.cpp (pinned host pool),
-// host_memory.cpp (pinned memory handed to the caller),
-// programs.cpp (builds, kernels, argument info), launch.cpp (launch
-// validation), submit.cpp (windows -> queues, completions, outcomes),
-// transfers.cpp (read, write, fill, copies, cross-device staging).
+// Responsibilities are split over files: engine.cpp (lifecycle, the loop
+// side, close), memory.cpp (buffers), staging.cpp (pinned host pool),
+// host_memory.cpp (pinned memory handed to the caller), programs.cpp
+// (builds, kernels, argument info), launch.cpp (launch validation),
+// submit.cpp (windows -> queues, waits, fences), completion.cpp (the command
+// record's state machine, the timelines' completion walk, outcomes),
+// error_scopes.cpp (drains and error scopes), transfers.cpp (read, write,
+// fill, copies, cross-device staging).
 #pragma once
 
 #include <array>

@@ -1,0 +1,249 @@
+// completion.cpp — from events back to callers: the timelines' completion
+// walk, the record's state machine, outcomes and finalization.
+//
+//   collect_...    per queue, one status read for the first command with an
+//                  event: it and the event-less commands before it complete
+//   process_...    outcomes from the command graph (failures follow the data)
+//   finalize       once per command, when its outcome is known AND its device
+//                  work has ended: the user's callback runs here
+#include <cassert>
+
+#include "engine/engine_impl.hpp"
+
+namespace uvcl {
+
+void CL_CALLBACK on_cl_event(cl_event, cl_int, void* token) {
+  // Driver thread (or the loop thread, for an event already complete): do
+  // nothing but wake the loop; the loop reads the status itself.
+  loop::wake(reinterpret_cast<std::uintptr_t>(token));
+}
+
+// --- the record -------------------------------------------------------------
+
+void Engine::Impl::transition(CommandRec& r, sched::CommandEvent e) {
+  const auto to = sched::next(r.state, e);
+  assert(to && "illegal command transition");
+  if (to) r.state = *to;
+}
+
+void Engine::Impl::make_final(CommandRec& r) {
+  transition(r, sched::CommandEvent::Finalize);
+  if (r.event) api->clReleaseEvent(r.event);
+  r.event = nullptr;
+  commands.drop_front_while([](const CommandRec& c) { return c.state == sched::CommandState::Final; });
+}
+
+// Asks the driver rather than guessing "pending" for recent commands: a
+// wait on an event that has already failed is not harmless. On PoCL 3.1 a
+// command enqueued with a failed event in its wait list stays CL_QUEUED for
+// good (docs/architecture.md, "failure follows the data"); skipping this
+// check for commands not yet flushed hung the fault sweep's reads.
+bool Engine::Impl::is_complete(CommandId id) const {
+  const CommandRec* r = commands.find(id);
+  if (!r || sched::device_done(r->state) || r->seen_done) return true;  // no record: final
+  if (r->queue == sched::kNoQueue) return false;  // pending, or a user event: completed by us
+  // Const in the scheduler's eyes; the flags below cache driver state.
+  CommandRec* by = const_cast<Engine::Impl*>(this)->completed_by(*devices[r->device], id, r->queue);
+  if (!by) return false;  // its fence comes with the next flush
+  if (!by->seen_done) {
+    ++status_queries;
+    cl_int status = CL_QUEUED;
+    if (api->clGetEventInfo(by->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+            CL_SUCCESS ||
+        status > CL_COMPLETE)
+      return false;
+    by->seen_done = true;
+  }
+  const_cast<CommandRec*>(r)->seen_done = true;
+  return true;
+}
+
+CommandRec* Engine::Impl::completed_by(const DeviceCtx& d, CommandId id, QueueIndex q) {
+  const std::deque<CommandId>& f = d.queues[q].in_flight;
+  for (auto it = std::lower_bound(f.begin(), f.end(), id); it != f.end(); ++it) {
+    CommandRec* r = commands.find(*it);
+    if (r->event) return r;
+  }
+  return nullptr;
+}
+
+// --- completions --------------------------------------------------------------
+
+// Queue::failed_reads: how many status reads in a row may fail (a poll each,
+// 1 ms apart) before the event counts as failed.
+constexpr std::uint8_t kFailedReadsToGiveUp = 3;
+
+void Engine::Impl::collect_completions() {
+  for (const auto& dp : devices) {
+    DeviceCtx& d = *dp;
+    for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
+      Queue& q = d.queues[qi];
+      while (!q.in_flight.empty()) {
+        // One status read for the first command with an event: the
+        // commands before it (event-less) completed with it.
+        std::size_t k = 0;
+        while (k < q.in_flight.size() && !commands.find(q.in_flight[k])->event) ++k;
+        cl_int status = CL_QUEUED;
+        if (k == q.in_flight.size()) {
+          if (d.state != sched::DeviceState::Lost) break;  // its fence comes with the next flush
+          status = CL_DEVICE_NOT_AVAILABLE;                 // nothing will ever complete them
+          k = q.in_flight.size() - 1;
+        } else {
+          ++status_queries;
+          const CommandRec& r = *commands.find(q.in_flight[k]);
+          cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+          if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) break;
+          if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
+          q.failed_reads = 0;
+          if (status > CL_COMPLETE) break;
+        }
+        complete_queue_front(d, qi, k + 1, status);
+      }
+    }
+  }
+}
+
+// The first `count` commands of queue qi completed with `status`. A failure
+// the event-less ones share with the event that completed them is
+// attributed to the first of them; the others name it.
+void Engine::Impl::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status) {
+  Queue& q = d.queues[qi];
+  const CommandId by = q.in_flight[count - 1];
+  for (std::size_t i = 0; i < count && !q.in_flight.empty(); ++i) {
+    const CommandId id = q.in_flight.front();
+    q.in_flight.pop_front();
+    if (qi < d.compute_queues()) --d.load[qi];
+    // The first: behind the failure completed before it, if any; the rest:
+    // behind the first.
+    const CommandId ahead = status < 0 ? q.failed_ahead : 0;
+    if (i == 0) q.failed_ahead = status < 0 ? id : 0;
+    event_completed(id, status, ahead, by);
+  }
+}
+
+void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by) {
+  CommandRec& r = *commands.find(id);
+  r.status = status;
+  open_gate(r);
+  if (r.op == Op::Timed && status == CL_COMPLETE) {
+    cl_ulong start = 0, end = 0;
+    cl_int rc = api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+    if (rc == CL_SUCCESS)
+      rc = api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+    if (rc != CL_SUCCESS)
+      r.timing = cl::call_error(Status::KernelSync, "clGetEventProfilingInfo", rc)
+                     .context("timed launch " + std::to_string(id));
+    else
+      r.timing = Timing{end > start ? end - start : 0, uv_hrtime() - r.submit_ns};
+  }
+  if (r.trace) trace_completed(r);
+  std::optional<Error> err;
+  if (status < 0) err = event_error(id, r, failed_ahead, by);
+  const bool parked = r.state == sched::CommandState::Parked;
+  transition(r, sched::CommandEvent::DeviceDone);
+  if (err) report(id, *err);
+  if (r.kernel) {
+    auto k = kernels.find(r.kernel);
+    if (k != kernels.end()) {
+      --k->second.uses;
+      maybe_free_kernel(r.kernel);
+    }
+  }
+  graph.event_done(id, std::move(err));
+  if (!r.frees.empty()) {
+    std::vector<std::uint64_t> frees = std::move(r.frees);
+    release_uses(frees);
+  }
+  if (parked) {
+    std::optional<Error> outcome = std::move(r.outcome);
+    finalize(id, outcome);
+  }
+}
+
+void Engine::Impl::trace_completed(CommandRec& r) {
+  TraceCommand t = std::move(*r.trace);
+  r.trace.reset();
+  const DeviceCtx& d = *devices[r.device];
+  const bool profiled = r.queue != sched::kNoQueue && (config.profile || r.queue == d.profiling_queue());
+  cl_ulong queued = 0, start = 0, end = 0;
+  if (profiled && r.status == CL_COMPLETE &&
+      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr) ==
+          CL_SUCCESS &&
+      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) ==
+          CL_SUCCESS &&
+      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS) {
+    // The device clock has its own epoch: align "queued" with the host's
+    // submission time, once per device.
+    if (!trace->has_offset(r.device))
+      trace->set_offset(r.device, static_cast<std::int64_t>(r.submit_ns) - static_cast<std::int64_t>(queued));
+    const std::int64_t off = trace->offset(r.device);
+    t.start_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(start) + off);
+    t.end_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(end) + off);
+  } else {
+    t.start_ns = r.submit_ns;
+    t.end_ns = uv_hrtime();
+  }
+  trace->command(std::move(t));
+}
+
+Error Engine::Impl::event_error(CommandId id, const CommandRec& r, CommandId failed_ahead, CommandId by) const {
+  const Status s = r.op == Op::Read ? Status::MemoryCopyP2H
+                   : r.op == Op::Write || r.op == Op::Fill ? Status::MemoryCopyH2P
+                                                            : Status::KernelSync;
+  std::string what = std::string(op_name(r.op)) + " (command " + std::to_string(id);
+  if (r.kernel) {
+    auto k = kernels.find(r.kernel);
+    if (k != kernels.end()) what += ", kernel " + k->second.name + ", tag " + std::to_string(r.tag);
+  }
+  what += ") on device " + std::to_string(r.device) + " completed with " + cl::error_name(r.status);
+  if (failed_ahead != 0)
+    what += " (queued behind failed command " + std::to_string(failed_ahead) + " on the same in-order queue)";
+  else if (by != 0 && by != id)
+    what += " (as read from the event of command " + std::to_string(by) +
+            ", which completes it on the same in-order queue)";
+  return Error{s, what};
+}
+
+void Engine::Impl::open_gate(CommandRec& r) {
+  if (!r.gate) return;
+  // A failed status would fail what waits; the gate only orders.
+  api->clSetUserEventStatus(r.gate, CL_COMPLETE);
+  api->clReleaseEvent(r.gate);
+  r.gate = nullptr;
+}
+
+void Engine::Impl::on_failed(CommandId id, const Error& error) {
+  const CommandRec* r = commands.find(id);
+  if (!r) return;
+  for (std::uint64_t bid : r->written) {
+    auto b = buffers.find(bid);
+    // Unless a later command wrote it since.
+    if (b != buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == id)
+      b->second.poison = Error{error.status, "buffer " + std::to_string(bid) + " holds no valid data: " + error.message};
+  }
+}
+
+void Engine::Impl::process_outcomes() {
+  using S = sched::CommandState;
+  while (graph.has_outcomes()) {
+    for (sched::CommandGraph::Outcome& o : graph.take_outcomes()) {
+      CommandRec* r = commands.find(o.id);
+      if (!r) continue;
+      if (r->state == S::Submitted) {  // known before its device work ended: finalized when it does
+        r->outcome = std::move(o.error);
+        transition(*r, sched::CommandEvent::Outcome);
+        continue;
+      }
+      if (r->state == S::DeviceDone) transition(*r, sched::CommandEvent::Outcome);
+      finalize(o.id, o.error);
+    }
+  }
+}
+
+void Engine::Impl::finalize(CommandId id, const std::optional<Error>& error) {
+  if (FinalHook hook = std::move(commands.find(id)->hook))
+    in_user_callback(*this, [&] { hook(id, error); });
+  make_final(*commands.find(id));  // still stored: only final records are dropped
+}
+
+}  // namespace uvcl
