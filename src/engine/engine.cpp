@@ -3,6 +3,7 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include <unistd.h>
@@ -250,7 +251,18 @@ void Engine::Impl::shutdown() {
   }
 }
 
+void Engine::Impl::check_thread(const char* what) const {
+#ifndef NDEBUG
+  if (pthread_equal(pthread_self(), loop_thread)) return;
+  std::fprintf(stderr, "uvcl: %s called from a thread other than the engine's loop thread\n", what);
+  std::abort();
+#else
+  (void)what;
+#endif
+}
+
 Result<void> Engine::Impl::refuse_if_closing(const char* what) const {
+  check_thread(what);
   if (close_state == CloseState::Open) return {};
   return Error{Status::Cancelled, std::string(what) + ": the engine is " +
                                       (close_state == CloseState::Closing ? "closing" : "closed")};
@@ -357,6 +369,7 @@ bool Engine::device_lost(std::size_t index) const {
 
 void Engine::drain(DoneCallback on_done) {
   Impl& e = *impl_;
+  e.check_thread("drain");
   if (e.close_state == Impl::CloseState::Closed) {  // no loop side is left to call it later
     if (on_done) on_done(Error{Status::Cancelled, "drain: the engine is closed"});
     return;
@@ -380,6 +393,7 @@ void Engine::drain(DoneCallback on_done) {
 
 void Engine::poll() {
   Impl* e = impl_.get();  // a callback may destroy the Engine: the Entry keeps the Impl
+  e->check_thread("poll");
   Entry entry(*e);
   e->submit_all();
   e->on_poll();
@@ -405,6 +419,7 @@ static Result<void> refuse_in_callback(const Engine::Impl& e, const char* call) 
 
 Result<void> Engine::run_until(const std::function<bool()>& done) {
   Impl& e = *impl_;  // a callback may destroy the Engine: the Entry keeps the Impl
+  e.check_thread("run_until");
   UVCL_TRY(refuse_in_callback(e, "run_until"));
   Entry entry(e);
   while (!done()) {

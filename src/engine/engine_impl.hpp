@@ -19,6 +19,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <pthread.h>
 #include <uv.h>
 
 #include "cl/api.hpp"
@@ -320,6 +321,10 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   void cancel_windows();  // shutdown: window contents get Cancelled
   // Calls that make new work refuse it once close() was called.
   Result<void> refuse_if_closing(const char* what) const;
+  // Debug builds: every call comes from the thread that made the engine (its
+  // loop's); another thread aborts with a message naming the call.
+  pthread_t loop_thread = pthread_self();
+  void check_thread(const char* what) const;
   void finish_close_if_idle();
   void shutdown();
 

@@ -71,6 +71,7 @@ void Engine::Impl::cancel_scopes() {
 
 void Engine::push_error_scope() {
   Impl& e = *impl_;
+  e.check_thread("push_error_scope");
   const std::uint64_t id = e.next_scope++;
   e.scopes[id];
   e.open_scopes.push_back(id);

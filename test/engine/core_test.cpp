@@ -317,3 +317,26 @@ TEST(CoreClose, IdleEngineOnItsOwnLoop) {
 }
 
 }  // namespace uvcl::testing::core
+
+namespace uvcl::testing::core {
+
+// Debug builds: a call from a thread other than the engine's loop thread
+// stops the process with a message naming the call, rather than racing.
+TEST(CoreThreadDeathTest, ACallFromAnotherThreadIsCaught) {
+#ifdef NDEBUG
+  GTEST_SKIP() << "checked in debug builds only";
+#else
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        auto made = Engine::create(test_config());
+        if (!made.ok()) std::abort();
+        Engine& e = *made.value();
+        std::thread other([&e] { (void)e.allocate(0, 64); });
+        other.join();
+      },
+      "allocate called from a thread other than the engine's loop thread");
+#endif
+}
+
+}  // namespace uvcl::testing::core
