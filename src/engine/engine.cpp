@@ -226,8 +226,8 @@ void Engine::Impl::shutdown() {
   // device's staging (a cross-device chunk): free no pool before every
   // queue of every device has drained.
   bool drained = true;
-  for (auto& d : devices)
-    for (Queue& q : d->queues)
+  for (const auto& d : devices)
+    for (const Queue& q : d->queues)
       if (q.queue && api->clFinish(q.queue) != CL_SUCCESS) drained = false;
   for (auto& d : devices) {
     if (drained) d->staging.reset();
@@ -346,9 +346,9 @@ Entry::~Entry() {
 void Engine::Impl::deliver_raised() {
   // What these callbacks raise in turn is delivered by their own steps.
   while (!undelivered_schedule.empty() || !undelivered_errors.empty()) {
-    std::vector<ScheduleEntry> entries;
-    entries.swap(undelivered_schedule);
-    for (const ScheduleEntry& s : entries)
+    std::vector<ScheduleEntry> schedule;
+    schedule.swap(undelivered_schedule);
+    for (const ScheduleEntry& s : schedule)
       if (schedule_recorder) in_user_callback(*this, [&] { schedule_recorder(s); });
     std::vector<Error> errors;
     errors.swap(undelivered_errors);

@@ -64,10 +64,9 @@ void Engine::Impl::submit_window(std::uint32_t device) {
   if (d.window.empty() || d.submitting) return;
   d.submitting = true;
   const std::uint64_t t0 = trace ? uv_hrtime() : 0;
-  std::vector<Command> cmds;
   std::size_t submitted = 0;
   while (!d.window.empty()) {
-    cmds = d.window.take();
+    std::vector<Command> cmds = d.window.take();
     for (Command& c : cmds) submit_one(d, c);
     submitted += cmds.size();
   }
