@@ -33,6 +33,7 @@
 #include "sched/command_store.hpp"
 #include "sched/hazards.hpp"
 #include "sched/queue_choice.hpp"
+#include "sched/scratch_list.hpp"
 #include "sched/states.hpp"
 #include "sched/window.hpp"
 #include "uvcl/engine.hpp"
@@ -59,11 +60,11 @@ struct Command {
   CommandId id = 0;
   Op op = Op::Launch;
   std::uint64_t tag = 0;
-  std::vector<Access> accesses;
+  sched::ScratchList<Access, 4> accesses;
   std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
   // Launch / Timed
   std::uint64_t kernel = 0;
-  std::vector<KernelArg> args;
+  sched::ScratchList<KernelArg, 8> args;
   std::uint32_t dims = 0;
   std::array<std::size_t, 3> global{}, local{};
   bool has_local = false;
@@ -94,7 +95,7 @@ struct CommandRec {
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
   std::uint64_t submit_ns = 0;
-  std::vector<std::uint64_t> written;  // buffers it writes: poisoned if it fails
+  sched::ScratchList<std::uint64_t, 4> written;  // buffers it writes: poisoned if it fails
   std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
   FinalHook hook;                      // runs once, when final
   std::optional<Error> outcome;        // Parked: a failure known before the device finished

@@ -122,7 +122,7 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
                                                      std::to_string(d.dev.info.local_memory)};
     }
   }
-  c.args = l.args;
+  c.args.assign(l.args.begin(), l.args.end());
 
   const DeviceInfo& info = d.dev.info;
   if (l.global.empty() || l.global.size() > 3 || l.global.size() > info.max_work_item_dims)

@@ -55,7 +55,8 @@ void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
 }
 
 void CommandGraph::settle_from(CommandId first) {
-  std::vector<CommandId> work{first};
+  std::vector<CommandId>& work = work_;
+  work.assign(1, first);
   while (!work.empty()) {
     const CommandId id = work.back();
     work.pop_back();
@@ -63,7 +64,7 @@ void CommandGraph::settle_from(CommandId first) {
     if (it == nodes_.end()) continue;
     Node& n = it->second;
     if (n.state != DependencyState::Complete || n.pending_producers != 0) continue;
-    std::vector<CommandId> dependents = std::move(n.dependents);
+    const ScratchList<CommandId, 2> dependents = std::move(n.dependents);
     transition(n, DependencyEvent::Retire);
     nodes_.erase(it);
     outcomes_.push_back(Outcome{id, std::nullopt});
@@ -84,7 +85,8 @@ void CommandGraph::fail_from(CommandId first, Error error) {
   // context naming the root: messages do not grow with the chain.
   Error downstream = error;
   downstream.context("input produced by failed command " + std::to_string(first));
-  std::vector<CommandId> work{first};
+  std::vector<CommandId>& work = work_;
+  work.assign(1, first);
   while (!work.empty()) {
     const CommandId id = work.back();
     work.pop_back();
@@ -94,7 +96,7 @@ void CommandGraph::fail_from(CommandId first, Error error) {
     if (n.state == DependencyState::Failed) continue;
     const bool awaits_event = n.state == DependencyState::Submitted;
     transition(n, DependencyEvent::Fail);
-    std::vector<CommandId> dependents = std::move(n.dependents);
+    const ScratchList<CommandId, 2> dependents = std::move(n.dependents);
     n.dependents.clear();
     outcomes_.push_back(Outcome{id, id == first ? error : downstream});
     if (sink_) sink_->on_failed(id, outcomes_.back().error.value());

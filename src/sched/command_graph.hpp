@@ -13,12 +13,14 @@
 // outcome. No recursion: long chains settle with a worklist.
 #pragma once
 
+#include <memory_resource>
 #include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
 #include "sched/ids.hpp"
+#include "sched/scratch_list.hpp"
 #include "sched/states.hpp"
 #include "uvcl/status.hpp"
 
@@ -65,7 +67,7 @@ class CommandGraph {
   struct Node {
     DependencyState state = DependencyState::Pending;
     std::uint32_t pending_producers = 0;
-    std::vector<CommandId> dependents;
+    ScratchList<CommandId, 2> dependents;
   };
   void transition(Node& n, DependencyEvent e);
   void settle_from(CommandId first);
@@ -73,8 +75,12 @@ class CommandGraph {
   void retire(CommandId id);
 
   FailureSink* sink_ = nullptr;
-  std::unordered_map<CommandId, Node> nodes_;
+  // Nodes come from a pool: a steady stream of commands reuses the memory
+  // of retired ones instead of allocating a map node each.
+  std::pmr::unsynchronized_pool_resource pool_;
+  std::pmr::unordered_map<CommandId, Node> nodes_{&pool_};
   std::vector<Outcome> outcomes_;
+  std::vector<CommandId> work_;  // settle_from / fail_from's worklist, kept between calls
 };
 
 }  // namespace uvcl::sched

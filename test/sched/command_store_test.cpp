@@ -33,5 +33,27 @@ TEST(CommandStoreTest, IdsAreDenseAndDroppedInOrder) {
   EXPECT_EQ(s.size(), 3u);
 }
 
+// Records cross chunk boundaries and chunks are reused; ids, contents and
+// references stay right, and a reused slot starts fresh.
+TEST(CommandStoreTest, ManyRecordsThroughReusedChunks) {
+  CommandStore<Rec> s;
+  constexpr int kTotal = static_cast<int>(CommandStore<Rec>::kChunk) * 5 + 17;
+  int next_drop = 1;
+  for (int i = 1; i <= kTotal; ++i) {
+    Rec& r = s.add();
+    EXPECT_EQ(r.value, 0) << "a reused slot kept old contents";
+    EXPECT_FALSE(r.final);
+    r.value = i;
+    if (i % 3 == 0) {  // finish everything added so far, in order
+      for (; next_drop <= i; ++next_drop) s.find(static_cast<CommandId>(next_drop))->final = true;
+      s.drop_front_while([](const Rec& x) { return x.final; });
+      EXPECT_EQ(s.base(), static_cast<CommandId>(i + 1));
+      EXPECT_EQ(s.size(), 0u);
+    }
+  }
+  EXPECT_EQ(s.next_id(), static_cast<CommandId>(kTotal + 1));
+  for (CommandId id = s.base(); id < s.next_id(); ++id) EXPECT_EQ(s.find(id)->value, static_cast<int>(id));
+}
+
 }  // namespace
 }  // namespace uvcl::sched
