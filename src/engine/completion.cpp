@@ -121,7 +121,8 @@ void Engine::Impl::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t
   }
 }
 
-void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by) {
+void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by,
+                                   const Error* cause) {
   CommandRec& r = *commands.find(id);
   r.status = status;
   open_gate(r);
@@ -138,7 +139,13 @@ void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed
   }
   if (r.trace) trace_completed(r);
   std::optional<Error> err;
-  if (status < 0) err = event_error(id, r, failed_ahead, by);
+  if (status < 0 && cause) {
+    err = *cause;
+    err->context(std::string(op_name(r.op)) + " (command " + std::to_string(id) + ") on device " +
+                 std::to_string(r.device));
+  } else if (status < 0) {
+    err = event_error(id, r, failed_ahead, by);
+  }
   const bool parked = r.state == sched::CommandState::Parked;
   transition(r, sched::CommandEvent::DeviceDone);
   if (err) report(id, *err);

@@ -387,8 +387,10 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   void collect_completions();
   // failed_ahead: the failed command completed just before it on its
   // in-order queue (0: none).
-  // by: the command whose event said so, if not this one's own.
-  void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0, CommandId by = 0);
+  // by: the command whose event said so, if not this one's own. cause: the
+  // failure in more detail than the status (a cross-device copy's chunk).
+  void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0, CommandId by = 0,
+                       const Error* cause = nullptr);
   void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
   void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
   void process_outcomes();

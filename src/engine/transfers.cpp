@@ -432,11 +432,14 @@ void Engine::Impl::cross_finish(std::uint64_t xid) {
     // Commands on the destination device wait on this user event: left
     // unset, they (and clFinish) would wait forever. Fail it instead, so
     // the copy and everything depending on it fail rather than hang.
-    report(cl::call_error(Status::KernelSync, "clSetUserEventStatus(cross-device copy)", rc));
+    Error e = cl::call_error(Status::KernelSync, "clSetUserEventStatus(cross-device copy)", rc);
+    report(e);
+    if (!x.error) x.error = std::move(e);
     status = CL_INVALID_OPERATION;
     api->clSetUserEventStatus(x.user_event, status);
   }
-  event_completed(x.dst_command, status);
+  // The copy's callback gets what failed, not the user event's status.
+  event_completed(x.dst_command, status, 0, 0, x.error ? &*x.error : nullptr);
 }
 
 }  // namespace uvcl

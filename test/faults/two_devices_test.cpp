@@ -156,6 +156,12 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
         EXPECT_TRUE(named) << "no error names " << c.name_a << " or " << c.name_b << ": "
                            << ::testing::PrintToString(r.errors);
       }
+      // The copy's own callback says what failed, not only a status.
+      if (fired > 0 && r.copy_error) {
+        const std::string m = r.copy_error->to_string();
+        EXPECT_TRUE(m.find(c.name_a) != std::string::npos || m.find(c.name_b) != std::string::npos)
+            << "the copy's error names neither " << c.name_a << " nor " << c.name_b << ": " << m;
+      }
     }
     // The engine still copies across devices afterwards.
     CrossOutcome again = cross_job(e, *k1, n);
