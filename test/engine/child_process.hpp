@@ -17,15 +17,14 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
+
+#include "../watchdog.hpp"
 
 extern char** environ;
 
@@ -123,39 +122,6 @@ inline Child spawn_child(const std::string& filter, const std::vector<std::pair<
   return result;
 }
 
-// Ends the process with a message if a test runs longer than `seconds`: a
-// hang inside the engine (a blocking map, a teardown clFinish) is out of any
-// loop-side timeout's reach. Meant for child processes, whose parent then
-// reports the test as failed.
-class Watchdog {
- public:
-  Watchdog(std::string label, double seconds) : label_(std::move(label)) {
-    thread_ = std::thread([this, seconds] {
-      std::unique_lock lock(mutex_);
-      if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) {
-        std::fprintf(stderr, "WATCHDOG: \"%s\" hung for more than %.0f s\n", label_.c_str(), seconds);
-        std::fflush(stderr);
-        std::_Exit(3);
-      }
-    });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
- private:
-  std::string label_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
+using uvcl::testing::Watchdog;  // ../watchdog.hpp
 
 }  // namespace uvcl::testing::child_process

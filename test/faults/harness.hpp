@@ -19,19 +19,17 @@
 #include <uv.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "../watchdog.hpp"
 #include "uvcl/engine.hpp"
 
 #ifndef UVCL_SHIM_PATH
@@ -147,38 +145,7 @@ inline std::string run_for(Engine& e, const std::function<bool()>& done, double 
   return "";
 }
 
-// Ends the process with a message if a case runs longer than `seconds`: a
-// hang inside a blocking call (a teardown clFinish) is out of run_for's reach.
-class Watchdog {
- public:
-  Watchdog(std::string label, double seconds) : label_(std::move(label)) {
-    thread_ = std::thread([this, seconds] {
-      std::unique_lock lock(mutex_);
-      if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) {
-        std::fprintf(stderr, "WATCHDOG: case \"%s\" hung for more than %.0f s\n", label_.c_str(), seconds);
-        std::fflush(stderr);
-        std::_Exit(3);
-      }
-    });
-  }
-  ~Watchdog() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  Watchdog(const Watchdog&) = delete;
-  Watchdog& operator=(const Watchdog&) = delete;
-
- private:
-  std::string label_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
+using uvcl::testing::Watchdog;  // ../watchdog.hpp
 
 // An engine on a loop the test owns, so that closing the loop can be checked.
 struct LoopEngine {
