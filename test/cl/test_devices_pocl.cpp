@@ -5,32 +5,25 @@
 // runs. Cases that need other settings re-run this binary (a child process
 // with its own environment) on the disabled helper test ClDevicesChild and
 // read what it prints.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <simdjson.h>
 
-#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "../child_process.hpp"
 #include "cl/devices.hpp"
 
-extern char** environ;
-
 namespace cl_devices_pocl_test {
+
+namespace child_process = uvcl::testing::child_process;
+using child_process::kChildMarker;
 
 using uvcl::DeviceType;
 using uvcl::Status;
@@ -38,7 +31,6 @@ using uvcl::cl::Device;
 using uvcl::cl::enumerate_devices;
 using uvcl::cl::Library;
 
-constexpr const char* kChildMarker = "UVCL_CL_TEST_CHILD";
 constexpr const char* kChildTest = "ClDevicesChild.DISABLED_ReportDevices";
 
 bool is_pocl(const Device& d) {
@@ -46,92 +38,10 @@ bool is_pocl(const Device& d) {
          d.info.platform_name.find("Portable Computing Language") != std::string::npos;
 }
 
-struct ChildResult {
-  int exit_code = -1;  // -1: did not exit normally
-  std::string output;  // stdout and stderr together
-};
-
 // Runs this test binary on kChildTest with `env` added to (or replacing in)
-// the current environment. GTEST_* variables are dropped so that sharding or
-// an output file of the parent run cannot filter the child's test away.
-ChildResult run_child(const std::map<std::string, std::string>& env) {
-  ChildResult result;
-  char self[4096];
-  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (len <= 0) {
-    result.output = "readlink(/proc/self/exe) failed";
-    return result;
-  }
-  self[len] = '\0';
-
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string entry(*e);
-    const std::string key = entry.substr(0, entry.find('='));
-    if (key.rfind("GTEST_", 0) == 0 || env.count(key) != 0 || key == kChildMarker) continue;
-    env_strings.push_back(entry);
-  }
-  for (const auto& [key, value] : env) env_strings.push_back(key + "=" + value);
-  env_strings.push_back(std::string(kChildMarker) + "=1");
-  std::vector<char*> envp;
-  for (std::string& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-
-  std::string filter = std::string("--gtest_filter=") + kChildTest;
-  std::string also_disabled = "--gtest_also_run_disabled_tests";
-  std::vector<char*> argv = {self, filter.data(), also_disabled.data(), nullptr};
-
-  int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) {
-    result.output = "pipe2 failed";
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, self, &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  ::close(fds[1]);
-  if (rc != 0) {
-    ::close(fds[0]);
-    result.output = std::string("posix_spawn failed: ") + std::strerror(rc);
-    return result;
-  }
-
-  // A hung child must not hang the suite: read until EOF or the deadline.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  bool timed_out = false;
-  char buffer[4096];
-  for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0) {
-      timed_out = true;
-      break;
-    }
-    pollfd pfd{fds[0], POLLIN, 0};
-    const int ready = ::poll(&pfd, 1, static_cast<int>(left.count()));
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      timed_out = ready == 0;
-      break;
-    }
-    const ssize_t n = ::read(fds[0], buffer, sizeof buffer);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    result.output.append(buffer, static_cast<std::size_t>(n));
-  }
-  ::close(fds[0]);
-  if (timed_out) {
-    ::kill(pid, SIGKILL);
-    result.output += "\n[child timed out]";
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!timed_out && WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
+// the current environment; a child still running after 120 s is killed.
+child_process::Child run_child(const std::vector<std::pair<std::string, std::string>>& env) {
+  return child_process::spawn_child(kChildTest, env, std::chrono::seconds(120));
 }
 
 // The values of "uvcl-child: key=value" lines, in order.
@@ -149,7 +59,7 @@ std::vector<std::string> child_values(const std::string& output, const std::stri
 
 // Whether the helper test ran and passed: an exit code of 0 alone would also
 // be what a filter that matched no test gives.
-bool child_passed(const ChildResult& child) {
+bool child_passed(const child_process::Child& child) {
   return child.exit_code == 0 && child.output.find(std::string("[       OK ] ") + kChildTest) != std::string::npos;
 }
 
@@ -312,7 +222,7 @@ TEST_F(ClDevicesPocl, DeviceInfoJsonParsesAndNamesTheDevice) {
 }
 
 TEST(ClDevicesPoclChild, TwoPthreadDevicesOnOnePlatform) {
-  const ChildResult child = run_child({{"POCL_DEVICES", "pthread pthread"}});
+  const child_process::Child child = run_child({{"POCL_DEVICES", "pthread pthread"}});
   ASSERT_TRUE(child_passed(child)) << child.output;
   const std::vector<std::string> count = child_values(child.output, "devices");
   ASSERT_EQ(count.size(), 1u) << "the helper test did not run:\n" << child.output;
@@ -332,7 +242,7 @@ TEST(ClDevicesPoclChild, TwoPthreadDevicesOnOnePlatform) {
 }
 
 TEST(ClDevicesPoclChild, NoVendorsGiveZeroDevicesAndNoError) {
-  const ChildResult child = run_child({{"OCL_ICD_VENDORS", "/nonexistent"}});
+  const child_process::Child child = run_child({{"OCL_ICD_VENDORS", "/nonexistent"}});
   ASSERT_TRUE(child_passed(child)) << child.output;
   EXPECT_EQ(child_values(child.output, "error"), std::vector<std::string>{}) << child.output;
   EXPECT_EQ(child_values(child.output, "devices"), std::vector<std::string>{"0"}) << child.output;

@@ -10,7 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 
-#include "child_process.hpp"
+#include "../child_process.hpp"
 #include "engine_test_util.hpp"
 
 namespace uvcl::testing::cross_copy {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <random>
 
-#include "child_process.hpp"
+#include "../child_process.hpp"
 #include "engine_test_util.hpp"
 
 namespace uvcl::testing::two_devices {

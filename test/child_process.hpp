@@ -1,4 +1,4 @@
-// Engine tests that need another environment than the suite's run in a
+// Tests that need another environment than the suite's run in a
 // child process: this binary again, on the tests a filter names.
 //
 // PoCL reads POCL_DEVICES once, when it initialises — long before a test of
@@ -24,13 +24,13 @@
 #include <utility>
 #include <vector>
 
-#include "../watchdog.hpp"
+#include "watchdog.hpp"
 
 extern char** environ;
 
 namespace uvcl::testing::child_process {
 
-inline constexpr const char* kChildMarker = "UVCL_ENGINE_TEST_CHILD";
+inline constexpr const char* kChildMarker = "UVCL_TEST_CHILD";
 
 struct Child {
   int exit_code = -1;  // -1: did not exit normally (a signal, or killed after the timeout)
