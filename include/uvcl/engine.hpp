@@ -157,6 +157,10 @@ struct EngineStats {
   std::uint64_t in_flight = 0, pending = 0;
   std::uint64_t live_buffers = 0;
   std::uint64_t host_memory_bytes = 0;  // alloc_host() memory not yet freed
+  // Pinned staging memory in use: alloc_host() blocks, and transfers' and
+  // cross-device copies' blocks while they run (a copy holds a bounded ring
+  // of chunks, whatever its size).
+  std::uint64_t staging_bytes = 0;
   // compile() calls served from the in-memory program memo / built anew.
   std::uint64_t program_memo_hits = 0, program_memo_misses = 0;
 };

@@ -506,6 +506,7 @@ EngineStats Engine::stats() const {
   for (const auto& d : impl_->devices) {
     s.pending += d->window.size();
     for (const Queue& q : d->queues) s.in_flight += q.in_flight.size();
+    if (d->staging) s.staging_bytes += d->staging->bytes_live();
   }
   s.live_buffers = impl_->buffers.size();
   s.status_queries = impl_->status_queries;

@@ -216,7 +216,13 @@ struct CrossCopy {
   std::uint32_t src_device = 0, dst_device = 0;
   std::uint64_t dst = 0;
   std::size_t dst_offset = 0;
+  // The chunk reads read [read_offset, +bytes) of read_from: the source
+  // itself, or a snapshot of it (a buffer of the engine's, reference dropped
+  // once the last read is enqueued) when the copy is larger than its ring.
+  std::uint64_t read_from = 0, snapshot = 0;
+  std::size_t read_offset = 0;
   std::vector<CrossChunk> chunks;
+  std::size_t reads_issued = 0, reads_done = 0;
   CommandId dst_command = 0;
   cl_event user_event = nullptr;     // owned by the dst command's record
   // What the dst command waits for (retained), and the commands they belong
@@ -340,6 +346,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   // completed: each incomplete use frees it from its completion step
   // (release_uses); no scan, no driver call.
   void free_when_unused(std::uint64_t id);
+  // A release by the engine itself (no API checks): the last one frees the
+  // buffer once its uses end.
+  void drop_ref(std::uint64_t id, BufferRec& r);
   void release_uses(std::vector<std::uint64_t>& frees);
   void free_buffer(std::uint64_t id, BufferRec& b);
 
@@ -415,6 +424,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   void cancel_scopes();  // shutdown
 
   // transfers.cpp
+  CommandId cross_read(std::uint64_t xid, std::size_t chunk);  // enqueues it; the caller counts reads_issued
+  void release_snapshot(CrossCopy& x);
   void cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error);
   void cross_start_writes(std::uint64_t cross);
   void poll_crosses();

@@ -73,13 +73,16 @@ Result<void> Engine::release(Buffer b) {
   Impl& e = *impl_;
   auto rec = e.live_buffer(b, "release");
   if (!rec) return std::move(rec).error();
-  BufferRec& r = *rec.value();
-  if (--r.refs > 0) return {};
-  r.state = *sched::next(r.state, sched::BufferEvent::LastRelease);
-  ++e.dying;
-  if (r.pending_uses == 0) e.free_when_unused(b.id);  // else: once the window has submitted them
+  e.drop_ref(b.id, *rec.value());
   e.update_busy();
   return {};
+}
+
+void Engine::Impl::drop_ref(std::uint64_t id, BufferRec& r) {
+  if (--r.refs > 0) return;
+  r.state = *sched::next(r.state, sched::BufferEvent::LastRelease);
+  ++dying;
+  if (r.pending_uses == 0) free_when_unused(id);  // else: once the window has submitted them
 }
 
 Result<std::size_t> Engine::buffer_size(Buffer b) const {

@@ -20,6 +20,7 @@ Result<Staging> StagingPool::acquire(std::size_t bytes) {
     cached_ -= it->first;
     free_.erase(it);
     ++live_;
+    live_bytes_ += s.capacity;
     return s;
   }
   if (want <= kSlabBlockMax) {
@@ -32,11 +33,13 @@ Result<Staging> StagingPool::acquire(std::size_t bytes) {
       cached_ += want;
     }
     ++live_;
+    live_bytes_ += want;
     return Staging{slab->mem, base, want, true};
   }
   auto s = map_new(want);
   if (!s) return std::move(s).error();
   ++live_;
+  live_bytes_ += want;
   return s;
 }
 
@@ -60,6 +63,7 @@ Result<Staging> StagingPool::map_new(std::size_t want) {
 void StagingPool::give_back(Staging s) {
   if (!s) return;
   --live_;
+  live_bytes_ -= s.capacity;
   if (!s.in_slab && cached_ + s.capacity > kMaxCachedBytes) {
     destroy(s);
     return;

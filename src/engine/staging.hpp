@@ -46,6 +46,7 @@ class StagingPool {
   Result<Staging> acquire(std::size_t bytes);
   void give_back(Staging s);
   std::size_t blocks_live() const { return live_; }
+  std::size_t bytes_live() const { return live_bytes_; }
 
  private:
   Result<Staging> map_new(std::size_t want);
@@ -57,6 +58,7 @@ class StagingPool {
   std::vector<Staging> slabs_;  // whole slabs, released with the pool
   std::size_t cached_ = 0;
   std::size_t live_ = 0;
+  std::size_t live_bytes_ = 0;
 };
 
 }  // namespace uvcl

@@ -20,6 +20,9 @@ namespace uvcl {
 namespace {
 
 constexpr std::size_t kCrossChunk = std::size_t{4} << 20;
+// Chunks of pinned memory one copy holds at most: enough to keep a read and
+// a write of each direction in flight, whatever the copy's size.
+constexpr std::size_t kCrossRing = 4;
 
 Result<void> check_range(const char* what, Buffer b, const BufferRec& r, std::size_t offset, std::size_t bytes) {
   if (bytes == 0) return Error{Status::InvalidArgument, std::string(what) + ": size must not be 0"};
@@ -209,45 +212,61 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
     return {};
   }
 
-  // Across devices: pinned chunks first, so a failure leaves nothing behind.
-  const std::uint64_t xid = e.next_handle++;
+  // Across devices, through a ring of pinned chunks: blocks first, so a
+  // failure leaves nothing behind.
+  const std::size_t n = (bytes + kCrossChunk - 1) / kCrossChunk;
+  const std::size_t ring = std::min(n, kCrossRing);
   CrossCopy x;
   x.src_device = s.device;
   x.dst_device = t.device;
   x.dst = dst.id;
   x.dst_offset = dst_offset;
-  for (std::size_t done = 0; done < bytes; done += kCrossChunk) {
-    CrossChunk chunk;
-    chunk.offset = done;
-    chunk.bytes = std::min(kCrossChunk, bytes - done);
-    auto st = e.devices[s.device]->staging->acquire(chunk.bytes);
+  x.read_from = src.id;
+  x.read_offset = src_offset;
+  x.chunks.resize(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    x.chunks[i].offset = i * kCrossChunk;
+    x.chunks[i].bytes = std::min(kCrossChunk, bytes - i * kCrossChunk);
+  }
+  StagingPool& pool = *e.devices[s.device]->staging;
+  for (std::size_t i = 0; i < ring; ++i) {
+    auto st = pool.acquire(x.chunks[i].bytes);
     if (!st) {
-      for (CrossChunk& c : x.chunks) e.devices[s.device]->staging->give_back(c.staging);
+      for (CrossChunk& c : x.chunks) pool.give_back(c.staging);
       return std::move(st).error().context("cross-device copy");
     }
-    chunk.staging = st.value();
-    x.chunks.push_back(chunk);
+    x.chunks[i].staging = st.value();
   }
-  const std::size_t n = x.chunks.size();
-  const CrossCopy& stored = e.crosses.emplace(xid, std::move(x)).first->second;
+  if (ring < n) {
+    // Chunks beyond the ring are read once earlier ones have landed, after
+    // later commands may have written the source: they read a snapshot taken
+    // now, in program order, on the source device.
+    auto snap = allocate(s.device, bytes);
+    if (!snap) {
+      for (CrossChunk& c : x.chunks) pool.give_back(c.staging);
+      return std::move(snap).error().context("cross-device copy: snapshot of buffer " + std::to_string(src.id));
+    }
+    Command c;
+    c.op = Op::Copy;
+    c.accesses.push_back(Access{src.id, true, false});
+    c.accesses.push_back(Access{snap.value().id, false, true});
+    c.src_offset = src_offset;
+    c.bytes = bytes;
+    e.enqueue(s.device, std::move(c));
+    x.read_from = x.snapshot = snap.value().id;
+    x.read_offset = 0;
+  }
+  const std::uint64_t xid = e.next_handle++;
+  x.reads_issued = ring;
+  e.crosses.emplace(xid, std::move(x));
   std::vector<CommandId> reads;
-  for (std::size_t i = 0; i < n; ++i) {
-    Command r;
-    r.op = Op::Read;
-    r.accesses.push_back(Access{src.id, true, false});
-    r.offset = src_offset + stored.chunks[i].offset;
-    r.bytes = stored.chunks[i].bytes;
-    r.host_dst = stored.chunks[i].staging.ptr;
-    r.wants_callback = true;
-    r.on_final = [&e, xid, i](CommandId, const std::optional<Error>& err) { e.cross_chunk_read(xid, i, err); };
-    const CommandId id = e.enqueue(s.device, std::move(r));
-    e.crosses.at(xid).chunks[i].read = id;
-    reads.push_back(id);
-  }
+  for (std::size_t i = 0; i < ring; ++i) reads.push_back(e.cross_read(xid, i));
   e.submit_window(s.device);
   Command w;
   w.op = Op::CrossWrite;
   w.accesses.push_back(write_access(dst, t, dst_offset, bytes));
+  // Later chunks' reads come after these (they reuse their blocks); the
+  // engine holds each chunk's write until its read is done.
   w.extra_producers = std::move(reads);
   w.cross = xid;
   w.bytes = bytes;
@@ -255,6 +274,29 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   e.crosses.at(xid).dst_command = e.enqueue(t.device, std::move(w));
   e.submit_window(t.device);
   return {};
+}
+
+CommandId Engine::Impl::cross_read(std::uint64_t xid, std::size_t i) {
+  CrossCopy& x = crosses.at(xid);
+  CrossChunk& chunk = x.chunks[i];
+  Command r;
+  r.op = Op::Read;
+  r.accesses.push_back(Access{x.read_from, true, false});
+  r.offset = x.read_offset + chunk.offset;
+  r.bytes = chunk.bytes;
+  r.host_dst = chunk.staging.ptr;
+  r.wants_callback = true;
+  r.on_final = [this, xid, i](CommandId, const std::optional<Error>& err) { cross_chunk_read(xid, i, err); };
+  const CommandId id = enqueue(x.src_device, std::move(r));
+  crosses.at(xid).chunks[i].read = id;  // enqueue may have submitted: look x up again
+  return id;
+}
+
+void Engine::Impl::release_snapshot(CrossCopy& x) {
+  if (x.snapshot == 0) return;
+  auto it = buffers.find(x.snapshot);
+  x.snapshot = 0;
+  if (it != buffers.end() && it->second.state == sched::BufferState::Live) drop_ref(it->first, it->second);
 }
 
 namespace {
@@ -379,6 +421,7 @@ void Engine::Impl::cross_chunk_read(std::uint64_t xid, std::size_t i, const std:
   if (it == crosses.end()) return;
   CrossCopy& x = it->second;
   x.chunks[i].read_done = true;
+  ++x.reads_done;
   if (error && !x.error) x.error = *error;
   poll_crosses();
 }
@@ -389,6 +432,7 @@ void Engine::Impl::poll_crosses() {
   for (bool again = true; again;) {
     for (const auto& d : devices) cross_issue_device(*this, *d);
     std::vector<std::uint64_t> finished;
+    std::vector<std::pair<std::uint64_t, std::size_t>> next_reads;  // a landed chunk's block, reused
     for (auto& [xid, x] : crosses) {
       for (CrossChunk& chunk : x.chunks) {
         if (!chunk.write) continue;
@@ -406,12 +450,22 @@ void Engine::Impl::poll_crosses() {
         chunk.write = nullptr;
         chunk.written = true;
         --x.outstanding_writes;
+        if (x.reads_issued < x.chunks.size() && !x.error && !x.abandoned) {
+          std::swap(x.chunks[x.reads_issued].staging, chunk.staging);
+          next_reads.emplace_back(xid, x.reads_issued++);
+        }
       }
-      const bool all_read =
-          std::all_of(x.chunks.begin(), x.chunks.end(), [](const CrossChunk& c) { return c.read_done; });
       const bool settled = x.error || x.abandoned || !x.dst_submitted || x.next_write == x.chunks.size();
-      if (all_read && settled && x.outstanding_writes == 0) finished.push_back(xid);
+      if (x.reads_done == x.reads_issued && settled && x.outstanding_writes == 0) finished.push_back(xid);
     }
+    std::vector<std::uint32_t> sources;
+    for (auto [xid, i] : next_reads) {
+      cross_read(xid, i);
+      CrossCopy& x = crosses.at(xid);
+      sources.push_back(x.src_device);
+      if (x.reads_issued == x.chunks.size()) release_snapshot(x);
+    }
+    for (std::uint32_t dev : sources) submit_window(dev);
     for (std::uint64_t xid : finished) cross_finish(xid);
     again = !finished.empty();
   }
@@ -423,6 +477,7 @@ void Engine::Impl::cross_finish(std::uint64_t xid) {
   CrossCopy x = std::move(it->second);
   crosses.erase(it);
   for (CrossChunk& c : x.chunks) devices[x.src_device]->staging->give_back(c.staging);
+  release_snapshot(x);
   for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
   // Not submitted: its failure was reported when submission failed.
   // Abandoned: the teardown failed its user event; its callback is cancelled.
