@@ -325,7 +325,15 @@ void Engine::Impl::update_busy() {
   if (!handles) return;
   const bool b = busy();
   handles->set_busy(b);
-  if (handles->spinning() && (!b || uv_hrtime() >= spin_until_ns)) handles->set_spinning(false);
+  if (handles->spinning() && (!b || uv_hrtime() >= spin_until_ns)) {
+    handles->set_spinning(false);
+    for (CommandId id : callback_after_spin) {
+      const CommandRec* r = commands.find(id);
+      if (r && r->event && !sched::device_done(r->state))
+        api->clSetEventCallback(r->event, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+    }
+    callback_after_spin.clear();
+  }
 }
 
 void Engine::Impl::report(const Error& e) { report(0, e); }

@@ -142,12 +142,24 @@ struct ProgramRec {
   std::uint64_t build_start_ns = 0;
 };
 
+// The value an argument of a kernel object was last set to: launches that
+// repeat it skip clSetKernelArg. A buffer is known by its cl_mem and the
+// engine's free count, since a freed handle's address may be reused.
+struct SetArg {
+  std::size_t size = 0;
+  std::array<std::byte, 8> bytes{};
+  std::uint64_t frees = 0;
+  bool valid = false;
+  bool operator==(const SetArg&) const = default;
+};
+
 struct KernelRec {
   std::uint64_t program = 0;
   std::uint32_t device = 0;
   cl_kernel kernel = nullptr;
   std::string name;
   std::vector<KernelParam> params;
+  std::vector<SetArg> set_args;  // one per parameter
   std::size_t max_work_group = 0;  // CL_KERNEL_WORK_GROUP_SIZE
   std::uint32_t uses = 0;          // launches in windows or in flight
   bool released = false;
@@ -303,6 +315,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   bool polling = false;
   // Config::spin_us: the loop spins until then (uv_hrtime) while busy.
   std::uint64_t spin_until_ns = 0;
+  // Awaited commands submitted while spinning: their driver callbacks are
+  // asked for only if spinning ends before they complete.
+  std::vector<CommandId> callback_after_spin;
 
   // loop::Hooks
   void on_prepare() override;
@@ -351,6 +366,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   void drop_ref(std::uint64_t id, BufferRec& r);
   void release_uses(std::vector<std::uint64_t>& frees);
   void free_buffer(std::uint64_t id, BufferRec& b);
+  std::uint64_t buffers_freed = 0;  // SetArg: a buffer argument set before a free may name a reused handle
 
   // host_memory.cpp
   // A transfer of [p, p + n) from or into host memory: counts a use of the

@@ -127,6 +127,7 @@ void Engine::Impl::release_uses(std::vector<std::uint64_t>& frees) {
 }
 
 void Engine::Impl::free_buffer(std::uint64_t, BufferRec& b) {
+  ++buffers_freed;
   b.state = *sched::next(b.state, sched::BufferEvent::UsesDone);
   --dying;
   hazards.clear(b.hazards);

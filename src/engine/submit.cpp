@@ -5,6 +5,7 @@
 //   event_for_wait the event another queue waits on: own, or a fence
 //   flush_...      fences what has no event, then clFlush
 #include <algorithm>
+#include <cstring>
 
 #include "engine/engine_impl.hpp"
 #include "sched/scratch_list.hpp"
@@ -269,14 +270,24 @@ void Engine::Impl::submit_one(DeviceCtx& d, Command& c) {
   for (CommandId w : waits.ids())
     if (const CommandRec* wr = commands.find(w); wr && wr->queue != q) ++counters.cross_queue_waits;
   if (c.wants_callback && q != sched::kNoQueue) {
-    api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
     // Config::spin_us: someone waits for this one, so look for its
     // completion on every loop iteration rather than through the driver's
     // callback thread and uv_async (two wake-ups later). A busy core, for
-    // at most spin_us; update_busy() stops it once idle or past the deadline.
+    // at most spin_us; update_busy() stops it once idle or past the deadline
+    // and only then asks for the driver's callback on what is still running:
+    // a callback registered at once delays the command itself on some
+    // drivers (NVIDIA's).
     if (config.spin_us > 0) {
       spin_until_ns = std::max(spin_until_ns, uv_hrtime() + std::uint64_t{config.spin_us} * 1000);
       handles->set_spinning(true);
+      if (callback_after_spin.size() >= 256)  // spinning without end: keep only what still runs
+        std::erase_if(callback_after_spin, [this](CommandId id) {
+          const CommandRec* r = commands.find(id);
+          return !r || sched::device_done(r->state);
+        });
+      callback_after_spin.push_back(c.id);
+    } else {
+      api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
     }
   }
   if (trace) {
@@ -316,21 +327,32 @@ cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const st
     case Op::Launch:
     case Op::Timed: {
       KernelRec& k = kernels.at(c.kernel);
+      k.set_args.resize(c.args.size());
       for (cl_uint i = 0; i < c.args.size(); ++i) {
         const KernelArg& a = c.args[i];
-        cl_int rc = CL_SUCCESS;
+        SetArg want;
+        want.valid = true;
+        const void* value = nullptr;
         if (a.kind == KernelArg::Kind::Buffer) {
           cl_mem m = buffers.at(a.buffer.id).mem;
-          rc = api->clSetKernelArg(k.kernel, i, sizeof m, &m);  // NOLINT(bugprone-sizeof-expression): the handle itself is the argument
+          want.size = sizeof m;  // NOLINT(bugprone-sizeof-expression): the handle itself is the argument
+          std::memcpy(want.bytes.data(), static_cast<const void*>(&m), sizeof m);
+          want.frees = buffers_freed;
+          value = want.bytes.data();
         } else if (a.kind == KernelArg::Kind::Scalar) {
-          rc = api->clSetKernelArg(k.kernel, i, a.scalar.size(), a.scalar.bytes.data());
+          want.size = a.scalar.size();
+          std::memcpy(want.bytes.data(), a.scalar.bytes.data(), want.size);
+          value = want.bytes.data();
         } else {
-          rc = api->clSetKernelArg(k.kernel, i, a.local_bytes, nullptr);
+          want.size = a.local_bytes;  // value stays nullptr: local memory
         }
-        if (rc != CL_SUCCESS) {
+        if (k.set_args[i] == want) continue;
+        if (cl_int rc = api->clSetKernelArg(k.kernel, i, want.size, value); rc != CL_SUCCESS) {
+          k.set_args[i] = SetArg{};
           *call = "clSetKernelArg";
           return rc;
         }
+        k.set_args[i] = want;
       }
       *call = "clEnqueueNDRangeKernel";
       return api->clEnqueueNDRangeKernel(queue, k.kernel, c.dims, nullptr, c.global.data(),

@@ -2,7 +2,8 @@
 // command someone waits for is in flight, and stops once the engine is idle.
 #include <uv.h>
 
-#include "engine_fixture.hpp"
+#include "../watchdog.hpp"
+#include "engine_test_util.hpp"
 
 namespace uvcl::testing {
 namespace {
@@ -54,6 +55,39 @@ TEST(SpinTest, SpinsWhileAReadIsInFlightAndStopsWhenIdle) {
   EXPECT_TRUE(r.correct);
   EXPECT_EQ(r.idle_during, 1) << "spin_us > 0: the loop spins while the read is in flight";
   EXPECT_EQ(r.idle_after, 0) << "still spinning after the engine went idle";
+}
+
+// Spinning ends (its deadline passes) while the read still runs behind a
+// slow kernel: the driver's callback, asked for only then, must still bring
+// the read's completion.
+TEST(SpinTest, AReadOutlastingTheSpinStillCompletes) {
+  Watchdog wd("a read that outlasts spin_us", 30);
+  Config c = test_config();
+  c.spin_us = 1;
+  auto made = Engine::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = **made;
+  auto p = e.compile_sync(0, util::kKernels);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto spin = e.kernel(*p, "spin");
+  ASSERT_TRUE(spin.ok());
+  const std::vector<std::uint32_t> seed = {5};
+  auto in = e.allocate(0, 4), out = e.allocate(0, 4);
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
+  const std::uint32_t iters = util::spin_iters_for(e, *spin, 100);
+  ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(*out), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
+  bool got = false;
+  ASSERT_TRUE(e.read(*out, 0, 4, [&](Result<std::span<const std::byte>> r) {
+    got = true;
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    std::uint32_t v = 0;
+    std::memcpy(&v, r->data(), 4);
+    EXPECT_EQ(v, util::lcg_steps(seed[0], iters));
+  }).ok());
+  uv_run(e.loop(), UV_RUN_DEFAULT);
+  EXPECT_TRUE(got);
+  EXPECT_EQ(active_idle_handles(e.loop()), 0);
 }
 
 TEST(SpinTest, NoSpinningByDefault) {
