@@ -50,14 +50,16 @@ class Bare {
 
   cl_command_queue q(std::size_t i = 0) const { return queue[i]; }
 
-  // clCreateProgramWithSource + clBuildProgram (blocking, as the API is).
-  cl_program build(const std::string& src, bool keep = true) {
+  // clCreateProgramWithSource + clBuildProgram (blocking, as the API is),
+  // with the engine's options and `extra` after them.
+  cl_program build(const std::string& src, bool keep = true, const std::string& extra = {}) {
     const char* s = src.c_str();
     const std::size_t len = src.size();
     cl_int rc = CL_SUCCESS;
     cl_program p = api.clCreateProgramWithSource(ctx, 1, &s, &len, &rc);
     ck(rc, "clCreateProgramWithSource");
-    rc = api.clBuildProgram(p, 1, &device, kBuildOptions, nullptr, nullptr);
+    const std::string options = extra.empty() ? std::string(kBuildOptions) : std::string(kBuildOptions) + " " + extra;
+    rc = api.clBuildProgram(p, 1, &device, options.c_str(), nullptr, nullptr);
     if (rc != CL_SUCCESS) {
       std::size_t size = 0;
       api.clGetProgramBuildInfo(p, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);

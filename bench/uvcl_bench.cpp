@@ -5,6 +5,7 @@
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
 //              [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]
+//              [--job JOB.json]... [--job-passes N]
 //
 // Figures (docs/BENCHMARKS.md explains each and states its target):
 //   1 submission cost per launch      6 frees in flight
@@ -14,6 +15,7 @@
 //   5 transfers                       10 loop stall during a compile
 //   5x cross-device copy (needs two devices; part of the default set only
 //      when the machine has a second device)
+//   11 real workloads: each --job's launches replayed (fig_job.cpp)
 //
 // The bare side opens the same OpenCL library through uvcl's dispatch table
 // (cl::Library) and enumerates devices the same way, so --device N names the
@@ -42,6 +44,7 @@
 #include <uv.h>
 
 #include "bench_cl.hpp"
+#include "bench_figure.hpp"
 #include "bench_loop.hpp"
 #include "bench_util.hpp"
 #include "cl/api.hpp"
@@ -135,61 +138,9 @@ std::string unique_source() {
 
 // --- context ------------------------------------------------------------------
 
-struct Options {
-  std::string json_path;
-  bool quick = false, smoke = false, list = false;
-  std::vector<std::string> figures;  // empty: the default set
-  std::size_t device = 0;
-  long device2 = -1;
-  std::uint64_t launches = 0, growth = 0;
-  double idle_s = 0;
-  int spin_iters = 0;
-  unsigned engine_spin_us = 0;  // opencl.spin_us of every engine (figure 3 also measures its own)
-  uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
-  std::string argv;
-};
 
-struct Ctx {
-  Options opt;
-  std::unique_ptr<uvcl::cl::Library> lib;
-  const uvcl::cl::Api* api = nullptr;
-  std::vector<uvcl::cl::Device> devices;  // every platform, engine order
-  std::size_t local = 0;                  // the device's index in a platform-restricted engine
-  int spin_iters = 0;                     // work per ~100 us kernel (figure 2 calibrates)
-  double spin_us = 0;
 
-  const uvcl::cl::Device& dev() const { return devices[opt.device]; }
-  template <class T>
-  T pick(T full, T quick, T smoke) const {
-    return opt.smoke ? smoke : opt.quick ? quick : full;
-  }
-};
 
-template <class T>
-T must(Result<T> r, const std::string& what) {
-  if (!r) fail(what + ": " + r.error().to_string());
-  return std::move(r).value();
-}
-inline void must(Result<void> r, const std::string& what) {
-  if (!r) fail(what + ": " + r.error().to_string());
-}
-
-// Engines see only the platform of the benchmarked device (so no other
-// driver's threads run in the process); `local` is the device's index there.
-std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std::string& cache_dir = {},
-                                    std::optional<std::vector<std::size_t>> platforms = std::nullopt,
-                                    unsigned spin_us = 0) {
-  uvcl::Config cfg;
-  cfg.queues = queues;
-  cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;
-  cfg.command_events = c.opt.engine_events;
-  cfg.cache_dir = cache_dir;
-  cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
-  auto e = must(Engine::create(cfg), "Engine::create");
-  if (!platforms && (e->device_count() <= c.local || e->device(c.local).name != c.dev().info.name))
-    fail("engine device " + std::to_string(c.local) + " is not the benchmarked device");
-  return e;
-}
 
 std::vector<Buffer> zeroed_buffers(Engine& e, std::size_t dev, std::size_t n, std::size_t bytes) {
   std::vector<Buffer> out;
@@ -205,27 +156,8 @@ std::vector<Buffer> zeroed_buffers(Engine& e, std::size_t dev, std::size_t n, st
 
 // --- figures: the table rows -------------------------------------------------
 
-Json make_figure(const std::string& id, const std::string& title) {
-  Json f = Json::object();
-  f["id"] = id;
-  f["title"] = title;
-  f["rows"] = Json::array();
-  f["columns"] = Json::object();
-  return f;
-}
 
-Json& add_row(Json& fig, const std::string& key, const std::string& label, const std::string& unit,
-              bool higher_better) {
-  Json r = Json::object();
-  r["key"] = key;
-  r["label"] = label;
-  r["unit"] = unit;
-  r["better"] = higher_better ? "higher" : "lower";
-  fig["rows"].push(std::move(r));
-  return fig["rows"].back();
-}
 
-void column(Json& fig, const std::string& key, const std::string& label) { fig["columns"][key] = label; }
 
 void print_figure(const Json& fig) {
   const Json* rows = fig.find("rows");
@@ -553,6 +485,8 @@ Json fig2(Ctx& c) {
   column(fig, "uvcl16", "uvcl (16 queues)");
   column(fig, "bare", "bare, 16 queues");
   column(fig, "bare_events", "bare, 16 queues, an event per launch");
+  column(fig, "bare_markers", "bare, 16 queues, a marker per queue per round");
+  column(fig, "bare_callbacks", "bare, 16 queues, a marker with a callback per queue per round");
   column(fig, "bare1", "bare, 1 queue");
   column(fig, "pyopencl", "pyopencl, 16 queues");
   column(fig, "pyopencl1", "pyopencl, 1 queue");
@@ -561,7 +495,8 @@ Json fig2(Ctx& c) {
   // flushed once per round (as uvcl flushes once per window).
   std::vector<unsigned> bare_queues = {1, 2, 4, 8, 16};
   Json bare_curve = Json::array();
-  double bare1_ms = 0, bare_best = 0, bare16_ms = 0, bare16_events_ms = 0;
+  double bare1_ms = 0, bare_best = 0, bare16_ms = 0, bare16_events_ms = 0, bare16_markers_ms = 0,
+         bare16_callbacks_ms = 0;
   {
     Bare b(*c.api, c.dev(), 16);
     cl_program p = b.build(kKernels);
@@ -571,19 +506,35 @@ Json fig2(Ctx& c) {
       bufs.push_back(b.buffer(wg * sizeof(float)));
       b.zero(bufs.back(), wg * sizeof(float));
     }
-    auto run = [&](unsigned nq, bool events = false) {
+    // What events cost this driver's concurrency: one per launch, or one
+    // marker per queue per round (uvcl's fences), with or without a
+    // completion callback on it (how uvcl hears of completion).
+    enum class Events { None, PerLaunch, MarkerPerRound, MarkerWithCallback };
+    std::vector<double> bare16_submit;
+    auto run = [&](unsigned nq, Events events = Events::None) {
       const std::uint64_t t0 = now_ns();
       for (std::size_t j = 0; j < length; ++j) {
         for (std::size_t ch = 0; ch < chains; ++ch) {
           b.arg(k, 0, bufs[ch]);
           b.arg(k, 1, iters);
           cl_event ev = nullptr;
-          ck(b.api.clEnqueueNDRangeKernel(b.q(ch % nq), k, 1, nullptr, &wg, &wg, 0, nullptr, events ? &ev : nullptr),
+          ck(b.api.clEnqueueNDRangeKernel(b.q(ch % nq), k, 1, nullptr, &wg, &wg, 0, nullptr,
+                                          events == Events::PerLaunch ? &ev : nullptr),
              "enqueue");
           if (ev) b.api.clReleaseEvent(ev);
         }
-        for (unsigned q = 0; q < nq; ++q) b.api.clFlush(b.q(q));
+        for (unsigned q = 0; q < nq; ++q) {
+          if (events == Events::MarkerPerRound || events == Events::MarkerWithCallback) {
+            cl_event m = nullptr;
+            ck(b.api.clEnqueueMarkerWithWaitList(b.q(q), 0, nullptr, &m), "marker");
+            if (events == Events::MarkerWithCallback)
+              ck(b.api.clSetEventCallback(m, CL_COMPLETE, [](cl_event, cl_int, void*) {}, nullptr), "callback");
+            b.api.clReleaseEvent(m);
+          }
+          b.api.clFlush(b.q(q));
+        }
       }
+      if (nq == 16 && events == Events::None) bare16_submit.push_back(us_since(t0) / 1e3);
       for (unsigned q = 0; q < nq; ++q) ck(b.api.clFinish(b.q(q)), "clFinish");
       return us_since(t0) / 1e3;
     };
@@ -601,9 +552,15 @@ Json fig2(Ctx& c) {
       bare_curve.push(std::move(pt));
       if (nq > 1) bare_best = std::max(bare_best, bare1_ms / ms);
     }
-    std::vector<double> t;
-    for (int r = 0; r < reps; ++r) t.push_back(run(16, true));
-    bare16_events_ms = min_of(t);
+    auto best_of = [&](Events ev) {
+      std::vector<double> t;
+      for (int r = 0; r < reps; ++r) t.push_back(run(16, ev));
+      return min_of(t);
+    };
+    fig["bare16_submit_ms"] = min_of(bare16_submit);
+    bare16_events_ms = best_of(Events::PerLaunch);
+    bare16_markers_ms = best_of(Events::MarkerPerRound);
+    bare16_callbacks_ms = best_of(Events::MarkerWithCallback);
   }
 
   std::vector<unsigned> curve;
@@ -627,6 +584,7 @@ Json fig2(Ctx& c) {
     l.global = {wg};
     l.local = {wg};
     std::vector<std::uint32_t> per_queue(nq + 2, 0);
+    std::vector<double> submit_ms;  // the launch calls alone: is the figure bound by the host?
     auto run = [&]() {
       const std::uint64_t t0 = now_ns();
       for (std::size_t j = 0; j < length; ++j)
@@ -634,6 +592,7 @@ Json fig2(Ctx& c) {
           l.args[0].buffer = bufs[ch];
           if (auto r = e.launch(l); !r) fail("launch: " + r.error().to_string());
         }
+      submit_ms.push_back(us_since(t0) / 1e3);
       must(e.finish(), "finish");
       return us_since(t0) / 1e3;
     };
@@ -642,7 +601,8 @@ Json fig2(Ctx& c) {
       must(e.launch(l), "launch");
     }
     must(e.finish(), "finish");
-    const std::uint64_t waits0 = e.stats().cross_queue_waits;
+    const std::uint64_t waits0 = e.stats().cross_queue_waits, fences0 = e.stats().fences,
+                        reads0 = e.stats().status_queries;
     std::vector<double> t;
     for (int r = 0; r < reps; ++r) {
       if (r == 0)
@@ -666,6 +626,9 @@ Json fig2(Ctx& c) {
     pt["speedup"] = bare1_ms / ms;
     pt["cross_queue_waits_per_rep"] =
         static_cast<double>(e.stats().cross_queue_waits - waits0) / static_cast<double>(reps);
+    pt["submit_ms"] = min_of(submit_ms);
+    pt["fences_per_rep"] = static_cast<double>(e.stats().fences - fences0) / static_cast<double>(reps);
+    pt["status_reads_per_rep"] = static_cast<double>(e.stats().status_queries - reads0) / static_cast<double>(reps);
     Json used = Json::array();
     for (unsigned q = 0; q < nq; ++q) used.push(per_queue[q]);
     pt["launches_per_queue_first_rep"] = std::move(used);
@@ -678,12 +641,16 @@ Json fig2(Ctx& c) {
   t["uvcl16"] = u16_ms;
   t["bare"] = bare16_ms;
   t["bare_events"] = bare16_events_ms;
+  t["bare_markers"] = bare16_markers_ms;
+  t["bare_callbacks"] = bare16_callbacks_ms;
   t["bare1"] = bare1_ms;
   Json& s = add_row(fig, "2.speedup", "speedup over bare with 1 queue", "x", true);
   s["uvcl"] = bare1_ms / u8_ms;
   s["uvcl16"] = bare1_ms / u16_ms;
   s["bare"] = bare1_ms / bare16_ms;
   s["bare_events"] = bare1_ms / bare16_events_ms;
+  s["bare_markers"] = bare1_ms / bare16_markers_ms;
+  s["bare_callbacks"] = bare1_ms / bare16_callbacks_ms;
   s["bare1"] = 1.0;
   Json& best = add_row(fig, "2.best", "best multi-queue speedup (uvcl over queues 1..16, bare over 2..16)", "x", true);
   best["uvcl"] = ubest;
@@ -710,6 +677,9 @@ Json fig3(Ctx& c) {
   column(fig, "uvcl", "uvcl: read callback on the loop");
   column(fig, "uvcl_spin", "uvcl, spin_us " + std::to_string(kFig3SpinUs));
   column(fig, "bare", "bare: launch + blocking read");
+  column(fig, "bare_poll", "bare: non-blocking read, its event polled");
+  column(fig, "bare_poll_cb", "bare: non-blocking read, a callback registered, its event polled");
+  column(fig, "bare_async", "bare: non-blocking read, its callback wakes a libuv loop (uv_async)");
   column(fig, "pyopencl", "pyopencl: launch + blocking read");
   std::vector<double> ulat, slat, blat;
   auto uvcl_run = [&](unsigned spin_us, std::vector<double>& lat) {
@@ -750,7 +720,12 @@ Json fig3(Ctx& c) {
   };
   fig["uvcl_stats"]["callbacks"] = uvcl_run(0, ulat);
   uvcl_run(kFig3SpinUs, slat);
-  {
+  // The bare floors: a blocking read; a non-blocking read whose event the
+  // thread polls (uvcl's spin_us), with and without a completion callback
+  // registered on it; and a callback that wakes a libuv loop through
+  // uv_async (uvcl's default path).
+  enum class Wait { Blocking, Poll, PollWithCallback, AsyncWake };
+  auto bare_run = [&](Wait wait, std::vector<double>& lat) {
     Bare b(*c.api, c.dev(), 1);
     cl_program p = b.build(kKernels);
     cl_kernel k = b.kernel(p, "tiny");
@@ -758,21 +733,58 @@ Json fig3(Ctx& c) {
     b.zero(m, 256);
     float host = 0;
     const std::size_t g = 1;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    uv_async_t async;
+    uv_async_init(&loop, &async, [](uv_async_t* a) { uv_stop(a->loop); });
     for (int i = 0; i < warm + samples; ++i) {
       const std::uint64_t t0 = now_ns();
       b.arg(k, 0, m);
       ck(b.api.clEnqueueNDRangeKernel(b.q(), k, 1, nullptr, &g, nullptr, 0, nullptr, nullptr), "enqueue");
-      ck(b.api.clEnqueueReadBuffer(b.q(), m, CL_TRUE, 0, 4, &host, 0, nullptr, nullptr), "read");
+      if (wait == Wait::Blocking) {
+        ck(b.api.clEnqueueReadBuffer(b.q(), m, CL_TRUE, 0, 4, &host, 0, nullptr, nullptr), "read");
+      } else {
+        cl_event ev = nullptr;
+        ck(b.api.clEnqueueReadBuffer(b.q(), m, CL_FALSE, 0, 4, &host, 0, nullptr, &ev), "read");
+        if (wait == Wait::PollWithCallback)
+          ck(b.api.clSetEventCallback(ev, CL_COMPLETE, [](cl_event, cl_int, void*) {}, nullptr), "callback");
+        if (wait == Wait::AsyncWake) {
+          ck(b.api.clSetEventCallback(
+                 ev, CL_COMPLETE, [](cl_event, cl_int, void* a) { uv_async_send(static_cast<uv_async_t*>(a)); },
+                 &async),
+             "callback");
+        }
+        ck(b.api.clFlush(b.q()), "clFlush");
+        if (wait == Wait::AsyncWake) {
+          uv_run(&loop, UV_RUN_DEFAULT);  // until the async stops it
+        } else {
+          cl_int status = CL_QUEUED;
+          do ck(b.api.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr), "status");
+          while (status > CL_COMPLETE);
+        }
+        b.api.clReleaseEvent(ev);
+      }
       const double us = us_since(t0);
-      if (i >= warm) blat.push_back(us);
+      if (i >= warm) lat.push_back(us);
     }
-  }
+    uv_close(reinterpret_cast<uv_handle_t*>(&async), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+  };
+  std::vector<double> poll_lat, poll_cb_lat, async_lat;
+  bare_run(Wait::Blocking, blat);
+  bare_run(Wait::Poll, poll_lat);
+  bare_run(Wait::PollWithCallback, poll_cb_lat);
+  bare_run(Wait::AsyncWake, async_lat);
   for (const char* pct : {"p50", "p90", "p99"}) {
     const double p = std::string(pct) == "p50" ? 50 : std::string(pct) == "p90" ? 90 : 99;
     Json& r = add_row(fig, std::string("3.") + pct, std::string("round trip ") + pct, "us", false);
     r["uvcl"] = percentile(ulat, p);
     r["uvcl_spin"] = percentile(slat, p);
     r["bare"] = percentile(blat, p);
+    r["bare_poll"] = percentile(poll_lat, p);
+    r["bare_poll_cb"] = percentile(poll_cb_lat, p);
+    r["bare_async"] = percentile(async_lat, p);
   }
   Json& mx = add_row(fig, "3.max", "round trip max", "us", false);
   mx["uvcl"] = max_of(ulat);
@@ -2276,7 +2288,9 @@ void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
                "                  [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
-               "figures: 1 2 3 4 5 5x 6 7 8 9 10 (default: all; 5x only with a second device)\n";
+               "                  [--job JOB.json]... [--job-passes N]\n"
+               "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
+               "         11 only with --job)\n";
 }
 
 int run(int argc, char** argv) {
@@ -2308,6 +2322,8 @@ int run(int argc, char** argv) {
     else if (a == "--growth-launches") c.opt.growth = std::stoull(value(i));
     else if (a == "--idle-seconds") c.opt.idle_s = std::stod(value(i));
     else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
+    else if (a == "--job") c.opt.jobs.push_back(value(i));
+    else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-events") {
       const std::string v = value(i);
@@ -2366,10 +2382,11 @@ int run(int argc, char** argv) {
     Json (*fn)(Ctx&);
   };
   const Fig all[] = {{"1", fig1}, {"2", fig2}, {"3", fig3}, {"4", fig4}, {"5", fig5}, {"5x", fig5x},
-                     {"6", fig6}, {"7", fig7}, {"8", fig8}, {"9", fig9}, {"10", fig10}};
+                     {"6", fig6}, {"7", fig7}, {"8", fig8}, {"9", fig9}, {"10", fig10}, {"11", fig11}};
   std::vector<std::string> wanted = c.opt.figures;
   if (wanted.empty())
-    for (const Fig& f : all) wanted.push_back(f.id);
+    for (const Fig& f : all)
+      if (f.id != std::string("11") || !c.opt.jobs.empty()) wanted.push_back(f.id);
   for (const std::string& w : wanted)
     if (std::none_of(std::begin(all), std::end(all), [&](const Fig& f) { return w == f.id; })) {
       std::cerr << "uvcl_bench: unknown figure " << w << "\n";

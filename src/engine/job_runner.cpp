@@ -524,6 +524,7 @@ class Prepared final : public PreparedJob {
   ~Prepared() override { run_->cleanup(); }
   std::size_t device() const override { return run_->device_; }
   const std::vector<uvcl::Launch>& launches() const override { return run_->launches_; }
+  const std::vector<uvcl::Buffer>& buffers() const override { return run_->buffers_; }
 
  private:
   std::shared_ptr<JobRun> run_;

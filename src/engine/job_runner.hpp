@@ -72,6 +72,7 @@ class PreparedJob {
   virtual ~PreparedJob() = default;
   virtual std::size_t device() const = 0;
   virtual const std::vector<uvcl::Launch>& launches() const = 0;
+  virtual const std::vector<uvcl::Buffer>& buffers() const = 0;  // Job::buffers' order
 };
 using PrepareCallback = std::function<void(Result<std::shared_ptr<PreparedJob>>)>;
 // run_job up to the launches: `done` gets the prepared job, or the error

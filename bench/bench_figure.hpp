@@ -1,0 +1,103 @@
+// bench_figure.hpp — what every figure of uvcl_bench shares: the options,
+// the benchmarked device, engines made for it, and the figure's JSON rows.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "bench_util.hpp"
+#include "cl/api.hpp"
+#include "cl/devices.hpp"
+#include "uvcl/engine.hpp"
+
+namespace bench {
+
+using uvcl::Engine;
+using uvcl::Result;
+
+struct Options {
+  std::string json_path;
+  bool quick = false, smoke = false, list = false;
+  std::vector<std::string> figures;  // empty: the default set
+  std::size_t device = 0;
+  long device2 = -1;
+  std::uint64_t launches = 0, growth = 0;
+  double idle_s = 0;
+  int spin_iters = 0;
+  unsigned engine_spin_us = 0;  // opencl.spin_us of every engine (figure 3 also measures its own)
+  uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
+  std::vector<std::string> jobs;  // figure 11's job files
+  unsigned job_passes = 0;        // 0: about 20000 launches' worth
+  std::string argv;
+};
+
+struct Ctx {
+  Options opt;
+  std::unique_ptr<uvcl::cl::Library> lib;
+  const uvcl::cl::Api* api = nullptr;
+  std::vector<uvcl::cl::Device> devices;  // every platform, engine order
+  std::size_t local = 0;                  // the device's index in a platform-restricted engine
+  int spin_iters = 0;                     // work per ~100 us kernel (figure 2 calibrates)
+  double spin_us = 0;
+
+  const uvcl::cl::Device& dev() const { return devices[opt.device]; }
+  template <class T>
+  T pick(T full, T quick, T smoke) const {
+    return opt.smoke ? smoke : opt.quick ? quick : full;
+  }
+};
+
+template <class T>
+inline T must(Result<T> r, const std::string& what) {
+  if (!r) fail(what + ": " + r.error().to_string());
+  return std::move(r).value();
+}
+inline void must(Result<void> r, const std::string& what) {
+  if (!r) fail(what + ": " + r.error().to_string());
+}
+
+// Engines see only the platform of the benchmarked device (so no other
+// driver's threads run in the process); `local` is the device's index there.
+inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std::string& cache_dir = {},
+                                           std::optional<std::vector<std::size_t>> platforms = std::nullopt,
+                                           unsigned spin_us = 0) {
+  uvcl::Config cfg;
+  cfg.queues = queues;
+  cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;
+  cfg.command_events = c.opt.engine_events;
+  cfg.cache_dir = cache_dir;
+  cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
+  auto e = must(Engine::create(cfg), "Engine::create");
+  if (!platforms && (e->device_count() <= c.local || e->device(c.local).name != c.dev().info.name))
+    fail("engine device " + std::to_string(c.local) + " is not the benchmarked device");
+  return e;
+}
+
+inline Json make_figure(const std::string& id, const std::string& title) {
+  Json f = Json::object();
+  f["id"] = id;
+  f["title"] = title;
+  f["rows"] = Json::array();
+  f["columns"] = Json::object();
+  return f;
+}
+
+inline Json& add_row(Json& fig, const std::string& key, const std::string& label, const std::string& unit,
+                     bool higher_better) {
+  Json r = Json::object();
+  r["key"] = key;
+  r["label"] = label;
+  r["unit"] = unit;
+  r["better"] = higher_better ? "higher" : "lower";
+  fig["rows"].push(std::move(r));
+  return fig["rows"].back();
+}
+
+inline void column(Json& fig, const std::string& key, const std::string& label) { fig["columns"][key] = label; }
+
+// Figure 11: real workloads (fig_job.cpp), one job file per --job.
+Json fig11(Ctx& c);
+
+}  // namespace bench
