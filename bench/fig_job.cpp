@@ -50,6 +50,7 @@ Bytes read_all(Engine& e, uvcl::Buffer b) {
 struct Timed {
   double pass_ms = 0;
   std::vector<Bytes> warm_up_outputs, outputs;
+  Json per_pass = Json::object();  // uvcl: the engine's counters per timed pass
 };
 
 // uvcl: the prepared launches, in job order, each `repeat` times.
@@ -73,10 +74,18 @@ Timed run_uvcl(const Ctx& c, const job::Job& j, const std::string& base_dir, uns
   Timed t;
   pass();
   t.warm_up_outputs = outputs();
+  const uvcl::EngineStats s0 = e.stats();
   const std::uint64_t t0 = now_ns();
   for (unsigned p = 0; p < passes; ++p) pass();
   must(e.finish(), "finish");
   t.pass_ms = us_since(t0) / 1e3 / passes;
+  const uvcl::EngineStats s1 = e.stats();
+  auto per = [&](std::uint64_t a, std::uint64_t b) { return static_cast<double>(b - a) / passes; };
+  t.per_pass["cross_queue_waits"] = per(s0.cross_queue_waits, s1.cross_queue_waits);
+  t.per_pass["fences"] = per(s0.fences, s1.fences);
+  t.per_pass["events"] = per(s0.events, s1.events);
+  t.per_pass["status_queries"] = per(s0.status_queries, s1.status_queries);
+  t.per_pass["flushes"] = per(s0.flushes, s1.flushes);
   t.outputs = outputs();
   return t;
 }
@@ -256,6 +265,8 @@ Json fig11(Ctx& c) {
     info["buffers"] = j.buffers.size();
     info["passes"] = static_cast<double>(passes);
     info["idempotent"] = u.outputs == u.warm_up_outputs;
+    info["uvcl_per_pass"] = u.per_pass;
+    info["uvcl1_per_pass"] = u1.per_pass;
     jobs.push(std::move(info));
   }
   fig["jobs"] = std::move(jobs);

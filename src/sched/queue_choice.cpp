@@ -1,6 +1,7 @@
 #include "sched/queue_choice.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace uvcl::sched {
 namespace {
@@ -18,13 +19,31 @@ bool readers_pending_elsewhere(const BufferHazards& b, QueueIndex q, const Event
                      [&](const Slot& r) { return r.queue != q && !refs.is_complete(r.id); });
 }
 
+// The one compute queue every still-running reader of `b` is on, if there is
+// one: a writer placed there waits for none of them.
+std::optional<QueueIndex> pending_readers_queue(const BufferHazards& b, std::size_t queues, const EventRefs& refs) {
+  std::optional<QueueIndex> q;
+  for (const Slot& r : b.readers) {
+    if (refs.is_complete(r.id)) continue;
+    if (r.queue >= queues || (q && *q != r.queue)) return std::nullopt;
+    q = r.queue;
+  }
+  return q;
+}
+
 }  // namespace
 
 QueueIndex choose_queue(std::span<const AccessView> accesses, std::span<const std::uint32_t> load,
                         const EventRefs& refs) {
   for (const AccessView& a : accesses) {
     const BufferHazards& b = *a.hazards;
-    if (!b.writer || refs.is_complete(b.writer->id)) continue;
+    if (!b.writer || refs.is_complete(b.writer->id)) {
+      // Overwriting what one queue still reads (a buffer reused each pass
+      // of a model): follow the readers rather than wait for them.
+      if (a.write)
+        if (auto q = pending_readers_queue(b, load.size(), refs)) return *q;
+      continue;
+    }
     const QueueIndex q = b.writer->queue;
     if (q >= load.size()) continue;  // not a compute queue: nothing to continue
     // First consumer on the producer's queue: continue the chain there. An

@@ -8,7 +8,10 @@
 // it continues a chain, and the wait it would need disappears. Every other
 // command (second and later readers of the same version, fresh work) goes to
 // the least loaded queue, where it waits on the producer's event. Chains stay
-// on one queue; fan-out spreads. Ties go to the lowest index.
+// on one queue; fan-out spreads. A command that overwrites a buffer whose
+// writer has completed but whose readers, all on one queue, still run goes
+// to that queue (the next pass of a model reusing its buffers). Ties go to
+// the lowest index.
 #pragma once
 
 #include <span>

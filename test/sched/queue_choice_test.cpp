@@ -69,5 +69,36 @@ TEST_F(QueueChoiceTest, EveryInputCanContinueAChain) {
   EXPECT_EQ(pick({{&first, false}, {&second, false}}), 3u);
 }
 
+TEST_F(QueueChoiceTest, OverwritingWhatOneQueueStillReadsFollowsTheReaders) {
+  // A model's next pass rewrites a buffer: its writer is done, its reader
+  // on queue 2 still runs. Placed there, the write waits for nothing.
+  BufferHazards x;
+  hz.record(x, true, 1, 1);
+  hz.record(x, false, 2, 2);
+  refs.complete.insert(1);
+  load = {0, 0, 3, 0};
+  EXPECT_EQ(pick({{&x, true}}), 2u);
+}
+
+TEST_F(QueueChoiceTest, OverwritingWhatSeveralQueuesReadGoesToTheLeastLoaded) {
+  BufferHazards x;
+  hz.record(x, true, 1, 1);
+  hz.record(x, false, 2, 2);
+  hz.record(x, false, 3, 3);
+  refs.complete.insert(1);
+  load = {1, 0, 3, 3};
+  EXPECT_EQ(pick({{&x, true}}), 1u);
+}
+
+TEST_F(QueueChoiceTest, ReadersThatAreDoneDoNotAttractAWriter) {
+  BufferHazards x;
+  hz.record(x, true, 1, 1);
+  hz.record(x, false, 2, 2);
+  refs.complete.insert(1);
+  refs.complete.insert(2);
+  load = {0, 1, 3, 0};
+  EXPECT_EQ(pick({{&x, true}}), 0u);
+}
+
 }  // namespace
 }  // namespace uvcl::sched
