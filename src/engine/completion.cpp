@@ -232,8 +232,15 @@ void Engine::Impl::on_failed(CommandId id, const Error& error) {
 
 void Engine::Impl::process_outcomes() {
   using S = sched::CommandState;
-  while (graph.has_outcomes()) {
-    for (sched::CommandGraph::Outcome& o : graph.take_outcomes()) {
+  // A hook may run process_outcomes again (poll() from a callback): each
+  // level takes a buffer of its own from the spares.
+  std::vector<sched::CommandGraph::Outcome> batch;
+  if (!outcome_spares.empty()) {
+    batch = std::move(outcome_spares.back());
+    outcome_spares.pop_back();
+  }
+  while (graph.take_outcomes(batch)) {
+    for (sched::CommandGraph::Outcome& o : batch) {
       CommandRec* r = commands.find(o.id);
       if (!r) continue;
       if (r->state == S::Submitted) {  // known before its device work ended: finalized when it does
@@ -245,6 +252,7 @@ void Engine::Impl::process_outcomes() {
       finalize(o.id, o.error);
     }
   }
+  outcome_spares.push_back(std::move(batch));
 }
 
 void Engine::Impl::finalize(CommandId id, const std::optional<Error>& error) {

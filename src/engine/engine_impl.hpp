@@ -95,6 +95,7 @@ struct CommandRec {
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
   std::uint64_t submit_ns = 0;
+  sched::GraphNode node;                          // its place in the dependency graph
   sched::ScratchList<std::uint64_t, 4> written;  // buffers it writes: poisoned if it fails
   std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
   FinalHook hook;                      // runs once, when final
@@ -257,7 +258,7 @@ struct ErrorScope {
   bool closed = false;
 };
 
-struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
+struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, sched::GraphNodes {
   Config config;
   std::unique_ptr<cl::Library> library;
   const cl::Api* api = nullptr;
@@ -288,7 +289,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   std::uint64_t next_scope = 1;
 
   sched::Hazards hazards{*this};
-  sched::CommandGraph graph{this};
+  sched::CommandGraph graph{*this, this};
+  std::vector<std::vector<sched::CommandGraph::Outcome>> outcome_spares;  // process_outcomes' buffers, reused
   EngineStats counters;
   mutable std::uint64_t status_queries = 0;  // EngineStats::status_queries (is_complete is const)
   ErrorListener error_listener;
@@ -327,6 +329,10 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink {
   // sched::FailureSink: poisons what a submitted command writes (an
   // unsubmitted one is poisoned by discard_unsubmitted).
   void on_failed(CommandId id, const Error& error) override;
+  sched::GraphNode* find(CommandId id) override {  // the graph's node lives in the record
+    CommandRec* r = commands.find(id);
+    return r ? &r->node : nullptr;
+  }
 
   // engine.cpp
   Result<void> init_devices();

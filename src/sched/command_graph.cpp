@@ -5,52 +5,60 @@
 
 namespace uvcl::sched {
 
-void CommandGraph::transition(Node& n, DependencyEvent e) {
+GraphNode* CommandGraph::live(CommandId id) const {
+  GraphNode* n = nodes_.find(id);
+  return n && n->live ? n : nullptr;
+}
+
+void CommandGraph::transition(GraphNode& n, DependencyEvent e) {
   auto s = next(n.state, e);
   assert(s && "illegal command transition");
   if (s) n.state = *s;
 }
 
 void CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
-  Node& n = nodes_[id];
+  GraphNode* made = nodes_.find(id);
+  assert(made && !made->live && "a command is added once, with a node to hold it");
+  if (!made || made->live) return;
+  GraphNode& n = *made;
+  n = GraphNode{};
+  n.live = true;
+  ++live_;
   std::optional<Error> inherited;
   for (CommandId p : producers) {
-    auto it = nodes_.find(p);
-    if (it == nodes_.end() || p == id) continue;
-    Node& pn = it->second;
-    if (pn.state == DependencyState::Failed) {
+    GraphNode* pn = p == id ? nullptr : live(p);
+    if (!pn) continue;
+    if (pn->state == DependencyState::Failed) {
       if (!inherited)
         inherited = Error{Status::KernelSync, "input produced by failed command " + std::to_string(p)};
       continue;
     }
-    pn.dependents.push_back(id);
+    pn->dependents.push_back(id);
     ++n.pending_producers;
   }
   if (inherited) fail(id, std::move(*inherited));
 }
 
 void CommandGraph::submitted(CommandId id) {
-  auto it = nodes_.find(id);
-  assert(it != nodes_.end());
-  if (it == nodes_.end()) return;
-  transition(it->second, DependencyEvent::Submit);
+  GraphNode* n = live(id);
+  assert(n);
+  if (n) transition(*n, DependencyEvent::Submit);
 }
 
 void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
-  auto it = nodes_.find(id);
-  if (it == nodes_.end()) return;
-  Node& n = it->second;
-  if (n.state == DependencyState::Failed) {
-    retire(id);  // its outcome was already given; the event is what we waited for
+  GraphNode* n = live(id);
+  if (!n) return;
+  if (n->state == DependencyState::Failed) {
+    retire(*n);  // its outcome was already given; the event is what we waited for
     return;
   }
   if (error) {
     fail(id, std::move(*error));
     // fail() leaves a submitted node in place until its event is done: it is.
-    if (auto again = nodes_.find(id); again != nodes_.end()) retire(id);
+    if (GraphNode* again = live(id)) retire(*again);
     return;
   }
-  transition(n, DependencyEvent::Complete);
+  transition(*n, DependencyEvent::Complete);
   settle_from(id);
 }
 
@@ -60,19 +68,16 @@ void CommandGraph::settle_from(CommandId first) {
   while (!work.empty()) {
     const CommandId id = work.back();
     work.pop_back();
-    auto it = nodes_.find(id);
-    if (it == nodes_.end()) continue;
-    Node& n = it->second;
-    if (n.state != DependencyState::Complete || n.pending_producers != 0) continue;
-    const ScratchList<CommandId, 2> dependents = std::move(n.dependents);
-    transition(n, DependencyEvent::Retire);
-    nodes_.erase(it);
+    GraphNode* n = live(id);
+    if (!n || n->state != DependencyState::Complete || n->pending_producers != 0) continue;
+    const ScratchList<CommandId, 2> dependents = std::move(n->dependents);
+    retire(*n);
     outcomes_.push_back(Outcome{id, std::nullopt});
     for (CommandId d : dependents) {
-      auto dt = nodes_.find(d);
-      if (dt == nodes_.end() || dt->second.state == DependencyState::Failed) continue;
-      assert(dt->second.pending_producers > 0);
-      --dt->second.pending_producers;
+      GraphNode* dn = live(d);
+      if (!dn || dn->state == DependencyState::Failed) continue;
+      assert(dn->pending_producers > 0);
+      --dn->pending_producers;
       work.push_back(d);
     }
   }
@@ -90,39 +95,45 @@ void CommandGraph::fail_from(CommandId first, Error error) {
   while (!work.empty()) {
     const CommandId id = work.back();
     work.pop_back();
-    auto it = nodes_.find(id);
-    if (it == nodes_.end()) continue;
-    Node& n = it->second;
-    if (n.state == DependencyState::Failed) continue;
-    const bool awaits_event = n.state == DependencyState::Submitted;
-    transition(n, DependencyEvent::Fail);
-    const ScratchList<CommandId, 2> dependents = std::move(n.dependents);
-    n.dependents.clear();
+    GraphNode* n = live(id);
+    if (!n || n->state == DependencyState::Failed) continue;
+    const bool awaits_event = n->state == DependencyState::Submitted;
+    transition(*n, DependencyEvent::Fail);
+    const ScratchList<CommandId, 2> dependents = std::move(n->dependents);
+    n->dependents.clear();
     outcomes_.push_back(Outcome{id, id == first ? error : downstream});
     if (sink_) sink_->on_failed(id, outcomes_.back().error.value());
     work.insert(work.end(), dependents.begin(), dependents.end());
-    // A failed command whose event still runs stays until event_done.
-    if (!awaits_event) retire(id);
+    // A failed command whose event still runs stays until event_done. The
+    // sink may have touched nodes: look this one up again.
+    if (!awaits_event)
+      if (GraphNode* again = live(id)) retire(*again);
   }
 }
 
-void CommandGraph::retire(CommandId id) {
-  auto it = nodes_.find(id);
-  if (it == nodes_.end()) return;
-  transition(it->second, DependencyEvent::Retire);
-  nodes_.erase(it);
+void CommandGraph::retire(GraphNode& n) {
+  transition(n, DependencyEvent::Retire);
+  n.live = false;
+  n.dependents.clear();
+  --live_;
+}
+
+bool CommandGraph::take_outcomes(std::vector<Outcome>& into) {
+  into.clear();
+  into.swap(outcomes_);
+  return !into.empty();
 }
 
 std::vector<CommandGraph::Outcome> CommandGraph::take_outcomes() {
   std::vector<Outcome> out;
-  out.swap(outcomes_);
+  take_outcomes(out);
   return out;
 }
 
 std::optional<DependencyState> CommandGraph::state(CommandId id) const {
-  auto it = nodes_.find(id);
-  if (it == nodes_.end()) return std::nullopt;
-  return it->second.state;
+  const GraphNode* n = live(id);
+  if (!n) return std::nullopt;
+  return n->state;
 }
 
 }  // namespace uvcl::sched

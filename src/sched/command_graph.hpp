@@ -13,10 +13,8 @@
 // outcome. No recursion: long chains settle with a worklist.
 #pragma once
 
-#include <memory_resource>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "sched/ids.hpp"
@@ -37,9 +35,29 @@ class FailureSink {
   ~FailureSink() = default;
 };
 
+// A command's place in the graph. The graph keeps none of these itself: its
+// owner gives one per command id (the engine keeps it in the command's
+// record, so a command costs no map node), valid from add() until retired.
+struct GraphNode {
+  DependencyState state = DependencyState::Pending;
+  std::uint32_t pending_producers = 0;
+  ScratchList<CommandId, 2> dependents;
+  bool live = false;  // between add() and retirement
+};
+
+class GraphNodes {
+ public:
+  // The node of `id`; nullptr for an id whose node is gone (its command is
+  // long settled) or was never made.
+  virtual GraphNode* find(CommandId id) = 0;
+
+ protected:
+  ~GraphNodes() = default;
+};
+
 class CommandGraph {
  public:
-  explicit CommandGraph(FailureSink* sink = nullptr) : sink_(sink) {}
+  explicit CommandGraph(GraphNodes& nodes, FailureSink* sink = nullptr) : nodes_(nodes), sink_(sink) {}
 
   struct Outcome {
     CommandId id = 0;
@@ -57,28 +75,26 @@ class CommandGraph {
   // input, lost device). Ignored for a command that already failed.
   void fail(CommandId id, Error error);
 
+  // Moves the queued outcomes into `into` (cleared first) and gives the graph
+  // `into`'s storage for the next ones: callers that alternate two vectors
+  // allocate nothing. False when there were none.
+  bool take_outcomes(std::vector<Outcome>& into);
   std::vector<Outcome> take_outcomes();
   bool has_outcomes() const { return !outcomes_.empty(); }
 
   std::optional<DependencyState> state(CommandId id) const;
-  std::size_t size() const { return nodes_.size(); }
+  std::size_t size() const { return live_; }  // nodes added and not retired
 
  private:
-  struct Node {
-    DependencyState state = DependencyState::Pending;
-    std::uint32_t pending_producers = 0;
-    ScratchList<CommandId, 2> dependents;
-  };
-  void transition(Node& n, DependencyEvent e);
+  GraphNode* live(CommandId id) const;
+  void transition(GraphNode& n, DependencyEvent e);
   void settle_from(CommandId first);
   void fail_from(CommandId first, Error error);
-  void retire(CommandId id);
+  void retire(GraphNode& n);
 
+  GraphNodes& nodes_;
   FailureSink* sink_ = nullptr;
-  // Nodes come from a pool: a steady stream of commands reuses the memory
-  // of retired ones instead of allocating a map node each.
-  std::pmr::unsynchronized_pool_resource pool_;
-  std::pmr::unordered_map<CommandId, Node> nodes_{&pool_};
+  std::size_t live_ = 0;
   std::vector<Outcome> outcomes_;
   std::vector<CommandId> work_;  // settle_from / fail_from's worklist, kept between calls
 };

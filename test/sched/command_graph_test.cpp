@@ -1,11 +1,19 @@
 #include <gtest/gtest.h>
 
+#include <unordered_map>
+
 #include "sched/command_graph.hpp"
 
 namespace uvcl::sched {
 namespace {
 
 using Outcomes = std::vector<CommandGraph::Outcome>;
+
+// Nodes by id, made on first use (the engine keeps them in its records).
+struct MapNodes final : GraphNodes {
+  std::unordered_map<CommandId, GraphNode> nodes;
+  GraphNode* find(CommandId id) override { return &nodes[id]; }
+};
 
 std::vector<CommandId> ids(const Outcomes& o) {
   std::vector<CommandId> out;
@@ -16,7 +24,8 @@ std::vector<CommandId> ids(const Outcomes& o) {
 Error boom() { return Error{Status::KernelLaunch, "boom"}; }
 
 TEST(CommandGraphTest, SuccessNeedsOwnEventAndProducers) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   g.add(1, {});
   g.submitted(1);
   const CommandId p[] = {1};
@@ -34,7 +43,8 @@ TEST(CommandGraphTest, SuccessNeedsOwnEventAndProducers) {
 }
 
 TEST(CommandGraphTest, FailurePropagatesDownstreamTransitively) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   g.add(1, {});
   g.submitted(1);
   const CommandId p1[] = {1};
@@ -68,7 +78,8 @@ TEST(CommandGraphTest, FailurePropagatesDownstreamTransitively) {
 }
 
 TEST(CommandGraphTest, AddingAfterAProducerFailedFailsAtOnce) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   g.add(1, {});
   g.submitted(1);
   g.fail(1, boom());
@@ -82,7 +93,8 @@ TEST(CommandGraphTest, AddingAfterAProducerFailedFailsAtOnce) {
 }
 
 TEST(CommandGraphTest, PendingFailureRetiresAtOnce) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   g.add(5, {});
   g.fail(5, boom());
   EXPECT_FALSE(g.state(5));
@@ -92,7 +104,8 @@ TEST(CommandGraphTest, PendingFailureRetiresAtOnce) {
 }
 
 TEST(CommandGraphTest, FailingTwiceGivesOneOutcome) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   g.add(1, {});
   g.submitted(1);
   g.fail(1, boom());
@@ -103,7 +116,8 @@ TEST(CommandGraphTest, FailingTwiceGivesOneOutcome) {
 }
 
 TEST(CommandGraphTest, UnknownProducersAreSettled) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   const CommandId p[] = {42};
   g.add(1, p);
   g.submitted(1);
@@ -112,7 +126,8 @@ TEST(CommandGraphTest, UnknownProducersAreSettled) {
 }
 
 TEST(CommandGraphTest, LongChainsSettleWithoutRecursion) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   constexpr CommandId n = 200000;
   for (CommandId i = 1; i <= n; ++i) {
     const CommandId p[] = {i - 1};
@@ -127,7 +142,8 @@ TEST(CommandGraphTest, LongChainsSettleWithoutRecursion) {
 }
 
 TEST(CommandGraphTest, LongChainsFailWithoutRecursion) {
-  CommandGraph g;
+  MapNodes nodes;
+  CommandGraph g{nodes};
   constexpr CommandId n = 200000;
   for (CommandId i = 1; i <= n; ++i) {
     const CommandId p[] = {i - 1};
