@@ -16,6 +16,7 @@
 //       "program_memo": 64,               // built programs kept in memory, 0..4096
 //       "profile": false,                 // profiling queues (device times in traces)
 //       "spin_us": 0,                     // spin for completions, 0..1000000 us
+//       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
 //       "command_events": "auto"          // "auto" | "all" | "awaited" (below)
 //     },
 //     "debug": { "backends": false, "asm": false }
@@ -38,6 +39,7 @@ inline constexpr unsigned kMaxQueues = 64;
 inline constexpr unsigned kMaxWindow = 65536;
 inline constexpr unsigned kMaxProgramMemo = 4096;
 inline constexpr unsigned kMaxSpinUs = 1000000;
+inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
 
 // Which commands get an OpenCL event of their own. Awaited: only those
 // someone waits for (a read, a timed launch, a callback, tracing); every
@@ -63,6 +65,10 @@ struct Config {
   // this many microseconds: callbacks arrive sooner, a core stays busy
   // meanwhile. 0: never; the driver's callbacks and the 1 ms poll only.
   unsigned spin_us = 0;
+  // How long one loop iteration may spend retiring completions and running
+  // the callbacks they bring, before the engine yields to the loop's other
+  // handles (timers, sockets) and goes on in the next iteration. 0: no bound.
+  unsigned loop_budget_us = 200;
   CommandEvents command_events = CommandEvents::Auto;
   bool debug_backends = false;
   bool debug_asm = false;

@@ -7,6 +7,7 @@
 //   finalize       once per command, when its outcome is known AND its device
 //                  work has ended: the user's callback runs here
 #include <cassert>
+#include <iterator>
 
 #include "engine/engine_impl.hpp"
 
@@ -79,6 +80,10 @@ void Engine::Impl::collect_completions() {
     for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
       Queue& q = d.queues[qi];
       while (!q.in_flight.empty()) {
+        if (over_budget()) {  // the rest in the next iteration
+          backlog = true;
+          return;
+        }
         // One status read for the first command with an event: the
         // commands before it (event-less) completed with it.
         std::size_t k = 0;
@@ -230,8 +235,31 @@ void Engine::Impl::on_failed(CommandId id, const Error& error) {
   }
 }
 
-void Engine::Impl::process_outcomes() {
+void Engine::Impl::deliver_outcome(sched::CommandGraph::Outcome& o) {
   using S = sched::CommandState;
+  CommandRec* r = commands.find(o.id);
+  if (!r) return;
+  if (r->state == S::Submitted) {  // known before its device work ended: finalized when it does
+    r->outcome = std::move(o.error);
+    transition(*r, sched::CommandEvent::Outcome);
+    return;
+  }
+  if (r->state == S::DeviceDone) transition(*r, sched::CommandEvent::Outcome);
+  finalize(o.id, o.error);
+}
+
+void Engine::Impl::process_outcomes() {
+  // Left over from an iteration that ran out of its budget: older than
+  // anything still in the graph.
+  while (!deferred_outcomes.empty()) {
+    if (over_budget()) {
+      backlog = true;
+      return;
+    }
+    sched::CommandGraph::Outcome o = std::move(deferred_outcomes.front());
+    deferred_outcomes.pop_front();
+    deliver_outcome(o);
+  }
   // A hook may run process_outcomes again (poll() from a callback): each
   // level takes a buffer of its own from the spares.
   std::vector<sched::CommandGraph::Outcome> batch;
@@ -239,17 +267,15 @@ void Engine::Impl::process_outcomes() {
     batch = std::move(outcome_spares.back());
     outcome_spares.pop_back();
   }
-  while (graph.take_outcomes(batch)) {
-    for (sched::CommandGraph::Outcome& o : batch) {
-      CommandRec* r = commands.find(o.id);
-      if (!r) continue;
-      if (r->state == S::Submitted) {  // known before its device work ended: finalized when it does
-        r->outcome = std::move(o.error);
-        transition(*r, sched::CommandEvent::Outcome);
-        continue;
+  bool stopped = false;
+  while (!stopped && graph.take_outcomes(batch)) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      if (over_budget()) {
+        std::move(batch.begin() + static_cast<std::ptrdiff_t>(i), batch.end(), std::back_inserter(deferred_outcomes));
+        backlog = stopped = true;
+        break;
       }
-      if (r->state == S::DeviceDone) transition(*r, sched::CommandEvent::Outcome);
-      finalize(o.id, o.error);
+      deliver_outcome(batch[i]);
     }
   }
   outcome_spares.push_back(std::move(batch));

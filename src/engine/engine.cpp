@@ -300,16 +300,23 @@ void Engine::Impl::on_poll() {
   if (polling) return;
   Entry entry(*this);
   polling = true;
+  backlog = false;
+  if (config.loop_budget_us && iteration_deadline_ns == 0)
+    iteration_deadline_ns = uv_hrtime() + std::uint64_t{config.loop_budget_us} * 1000;
+  step_deadline_ns = iteration_deadline_ns;  // the timer's, the idle's and the async's on_poll share it
   collect_completions();
   poll_crosses();
   poll_builds();
   process_outcomes();
   check_scopes();
+  step_deadline_ns = 0;
   polling = false;
   deliver_raised();
   finish_close_if_idle();
   update_busy();
 }
+
+void Engine::Impl::on_check() { iteration_deadline_ns = 0; }
 
 bool Engine::Impl::busy() const { return has_work() || close_state == CloseState::Closing; }
 
@@ -325,7 +332,10 @@ void Engine::Impl::update_busy() {
   if (!handles) return;
   const bool b = busy();
   handles->set_busy(b);
-  if (handles->spinning() && (!b || uv_hrtime() >= spin_until_ns)) {
+  // Work left by an iteration that ran out of its budget: the loop must not
+  // sleep (the idle handle runs on_poll again next iteration).
+  if (backlog && b) handles->set_spinning(true);
+  if (handles->spinning() && (!b || (uv_hrtime() >= spin_until_ns && !backlog))) {
     handles->set_spinning(false);
     for (CommandId id : callback_after_spin) {
       const CommandRec* r = commands.find(id);

@@ -320,10 +320,20 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // Awaited commands submitted while spinning: their driver callbacks are
   // asked for only if spinning ends before they complete.
   std::vector<CommandId> callback_after_spin;
+  // Config::loop_budget_us: the end of this loop iteration's share (0: no
+  // bound), and whether work was left for the next iteration. Outcomes
+  // taken from the graph but not yet delivered wait in deferred_outcomes, in
+  // order, ahead of newer ones.
+  std::uint64_t iteration_deadline_ns = 0;  // set by the iteration's first on_poll, cleared by on_check
+  std::uint64_t step_deadline_ns = 0;       // iteration_deadline_ns inside on_poll, else 0
+  bool backlog = false;
+  std::deque<sched::CommandGraph::Outcome> deferred_outcomes;
+  bool over_budget() const { return step_deadline_ns != 0 && uv_hrtime() >= step_deadline_ns; }
 
   // loop::Hooks
   void on_prepare() override;
   void on_poll() override;
+  void on_check() override;
   // sched::EventRefs
   bool is_complete(CommandId id) const override;
   // sched::FailureSink: poisons what a submitted command writes (an
@@ -425,6 +435,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
   void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
   void process_outcomes();
+  void deliver_outcome(sched::CommandGraph::Outcome& o);
   void finalize(CommandId id, const std::optional<Error>& error);
   // The record's state machine: every move goes through here; an illegal
   // one is a bug in the engine (asserted in debug builds).

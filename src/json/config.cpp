@@ -69,11 +69,12 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     }
     if (key == "absorb_sigabrt") return r.get_bool(f, p, cfg.absorb_sigabrt);
     if (key == "profile") return r.get_bool(f, p, cfg.profile);
-    if (key == "program_memo" || key == "spin_us") {
-      const std::uint64_t hi = key == "program_memo" ? kMaxProgramMemo : kMaxSpinUs;
+    if (key == "program_memo" || key == "spin_us" || key == "loop_budget_us") {
+      unsigned& field = key == "program_memo" ? cfg.program_memo : key == "spin_us" ? cfg.spin_us : cfg.loop_budget_us;
+      const std::uint64_t hi = key == "program_memo" ? kMaxProgramMemo : key == "spin_us" ? kMaxSpinUs : kMaxLoopBudgetUs;
       std::uint64_t n = 0;
       UVCL_TRY(r.get_uint(f, p, 0, hi, n));
-      (key == "program_memo" ? cfg.program_memo : cfg.spin_us) = static_cast<unsigned>(n);
+      field = static_cast<unsigned>(n);
       return {};
     }
     // key == "cache_dir": fields() admits no other key.
@@ -89,7 +90,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo", "spin_us", "command_events"}, field);
+                                "program_memo", "spin_us", "loop_budget_us", "command_events"}, field);
 }
 
 Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {
@@ -111,7 +112,8 @@ Result<void> validate_config(const Config& config) {
   const Range ranges[] = {{"opencl.queues", config.queues, 1, kMaxQueues},
                           {"opencl.window", config.window, 1, kMaxWindow},
                           {"opencl.program_memo", config.program_memo, 0, kMaxProgramMemo},
-                          {"opencl.spin_us", config.spin_us, 0, kMaxSpinUs}};
+                          {"opencl.spin_us", config.spin_us, 0, kMaxSpinUs},
+                          {"opencl.loop_budget_us", config.loop_budget_us, 0, kMaxLoopBudgetUs}};
   for (const Range& r : ranges)
     if (r.value < r.lo || r.value > r.hi)
       return Error{Status::InvalidConfig, std::string(r.key) + " (" + std::to_string(r.value) + ") is outside " +

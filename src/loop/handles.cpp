@@ -57,11 +57,16 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
       if (rc == 0) {
         h->idle_.data = h;
         ++h->open_handles_;
+        rc = uv_check_init(loop, &h->check_);
+        if (rc == 0) {
+          h->check_.data = h;
+          ++h->open_handles_;
+        }
       }
     }
   }
   if (rc != 0) {
-    Error e = uv_error("uv_timer_init/uv_async_init/uv_idle_init", rc);
+    Error e = uv_error("uv_timer_init/uv_async_init/uv_idle_init/uv_check_init", rc);
     h->close();
     return e;
   }
@@ -70,6 +75,8 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->timer_));
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->async_));
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->idle_));
+  uv_check_start(&h->check_, [](uv_check_t* c) { static_cast<Handles*>(c->data)->hooks_->on_check(); });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h->check_));
   WakeRegistry& r = registry();
   std::lock_guard lock(r.mutex);
   h->token_ = r.next++;
@@ -110,9 +117,10 @@ void Handles::close() {
     delete this;
     return;
   }
-  const int n = std::min(open_handles_, 4);  // prepare, timer, async, idle: in the order opened
-  uv_handle_t* all[4] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
-                         reinterpret_cast<uv_handle_t*>(&async_), reinterpret_cast<uv_handle_t*>(&idle_)};
+  const int n = std::min(open_handles_, 5);  // prepare, timer, async, idle, check: in the order opened
+  uv_handle_t* all[5] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
+                         reinterpret_cast<uv_handle_t*>(&async_), reinterpret_cast<uv_handle_t*>(&idle_),
+                         reinterpret_cast<uv_handle_t*>(&check_)};
   for (int i = 0; i < n; ++i) uv_close(all[i], &Handles::on_close);
 }
 

@@ -8,8 +8,11 @@
 //            Started and ref'd only while busy: an idle engine costs no CPU
 //            and uv_run returns.
 //   async    woken by OpenCL callbacks on driver threads (wake()); unref'd.
-//   idle     while spinning (Config::spin_us): the loop does not sleep and
-//            every iteration runs on_poll; unref'd.
+//   idle     while spinning (Config::spin_us), or while work is left over
+//            from an iteration that spent its budget (Config::loop_budget_us):
+//            the loop does not sleep and every iteration runs on_poll; unref'd.
+//   check    ends each loop iteration (on_check: the budget starts anew);
+//            always active, unref'd.
 //
 // The handles live in one heap block that frees itself in the last close
 // callback, so closing works on a caller's loop that runs later.
@@ -27,6 +30,7 @@ class Hooks {
  public:
   virtual void on_prepare() = 0;  // submit windows
   virtual void on_poll() = 0;     // timer tick or wake-up: collect completions
+  virtual void on_check() = 0;    // the loop iteration's end
 
  protected:
   ~Hooks() = default;
@@ -59,6 +63,7 @@ class Handles {
   uv_timer_t timer_{};
   uv_async_t async_{};
   uv_idle_t idle_{};
+  uv_check_t check_{};
   Hooks* hooks_ = nullptr;
   std::uintptr_t token_ = 0;
   bool busy_ = false;
