@@ -87,7 +87,8 @@ int cmd_run(const Args& a, const uvcl::Config& config) {
   opts.record_schedule = !a.schedule.empty();
   if (!a.trace.empty()) engine.value()->set_tracing(true);
   std::uint64_t total_launches = 0;
-  for (const auto& l : job->launches) total_launches += l.repeat;
+  for (const auto& l : job->launches)  // for the progress line only: run_job refuses a sum past 2^64
+    if (__builtin_add_overflow(total_launches, l.repeat, &total_launches)) total_launches = UINT64_MAX;
   std::optional<Progress> progress;
   progress.emplace(*engine.value(), total_launches);
   auto result = uvcl::job::run_job_sync(*engine.value(), std::move(job.value()), opts);

@@ -7,6 +7,7 @@
 #include <malloc.h>
 #include <sys/stat.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -43,8 +44,13 @@ struct ServeOptions {
 
 Error usage_error(std::string message) { return Error{Status::InvalidArgument, std::move(message)}; }
 
-// A count, optionally with a binary suffix (k, M, G: 1024-based).
-Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v, bool suffixes, std::uint64_t min) {
+// A count in [min, max], optionally with a binary suffix (k, M, G, T:
+// 1024-based). Strict: a value that does not fit 64 bits, or that the
+// suffix pushes past them ("17179869184G" is 2^64), or that is out of
+// range is an error naming the option and the value, never a wrapped
+// number (0 means "no limit" for some options).
+Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v, bool suffixes, std::uint64_t min,
+                                   std::uint64_t max) {
   std::size_t digits = 0;
   while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
   std::uint64_t mult = 1;
@@ -53,15 +59,22 @@ Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v
     if (rest == "k" || rest == "K" || rest == "KiB") mult = 1ull << 10;
     else if (rest == "m" || rest == "M" || rest == "MiB") mult = 1ull << 20;
     else if (rest == "g" || rest == "G" || rest == "GiB") mult = 1ull << 30;
+    else if (rest == "t" || rest == "T" || rest == "TiB") mult = 1ull << 40;
     else mult = 0;
   } else if (!rest.empty()) {
     mult = 0;
   }
-  if (digits == 0 || digits > 12 || mult == 0)
+  if (digits == 0 || mult == 0)
     return usage_error(flag + ": expected " + (suffixes ? "a byte count (e.g. 8388608 or 8M)" : "an integer") +
                        ", got '" + v + "'");
-  const std::uint64_t n = std::stoull(v.substr(0, digits)) * mult;
-  if (n < min) return usage_error(flag + ": must be at least " + std::to_string(min) + ", got '" + v + "'");
+  std::uint64_t n = 0;
+  const auto parsed = std::from_chars(v.data(), v.data() + digits, n);
+  const auto range = [&] {
+    return usage_error(flag + ": '" + v + "' is out of range (" + std::to_string(min) + ".." + std::to_string(max) +
+                       (suffixes ? " bytes)" : ")"));
+  };
+  if (parsed.ec != std::errc() || __builtin_mul_overflow(n, mult, &n)) return range();
+  if (n < min || n > max) return range();
   return n;
 }
 
@@ -93,9 +106,8 @@ Result<ServeOptions> parse_options(const Args& a) {
     else if (host.find(':') != std::string::npos)
       return usage_error("--listen: write an IPv6 address in brackets: [::1]:7070");
     if (host.empty() || host == "localhost") host = "127.0.0.1";
-    auto port = parse_number("--listen", l.substr(colon + 1), false, 0);
+    auto port = parse_number("--listen", l.substr(colon + 1), false, 0, 65535);
     if (!port) return std::move(port).error();
-    if (*port > 65535) return usage_error("--listen: port " + std::to_string(*port) + " out of range");
     o.host = host;
     o.port = static_cast<int>(*port);
   }
@@ -107,30 +119,31 @@ Result<ServeOptions> parse_options(const Args& a) {
   struct Limit {
     const char* flag;
     bool bytes;
-    std::uint64_t min;
+    std::uint64_t min, max;
     std::uint64_t* out;
   };
+  constexpr std::uint64_t kAny = UINT64_MAX;
+  constexpr std::uint64_t kDayMs = 24ull * 3600 * 1000;
   std::uint64_t max_body = o.limits.max_body_bytes, max_header = o.limits.max_header_bytes,
                 max_conn = o.limits.max_connections, max_jobs = o.max_jobs;
   const Limit limits[] = {
-      {"--max-body", true, 1, &max_body},
-      {"--max-header", true, 256, &max_header},
-      {"--max-buffer-bytes", true, 0, &o.max_buffer_bytes},
-      {"--max-launches", false, 0, &o.max_launches},
-      {"--max-work-items", false, 0, &o.max_work_items},
-      {"--max-jobs", false, 1, &max_jobs},
-      {"--max-connections", false, 1, &max_conn},
-      {"--idle-timeout-ms", false, 1, &o.limits.idle_timeout_ms},
-      {"--request-timeout-ms", false, 1, &o.limits.request_timeout_ms},
+      {"--max-body", true, 1, 4ull << 30, &max_body},  // a body is held in memory whole
+      {"--max-header", true, 256, 1ull << 30, &max_header},
+      {"--max-buffer-bytes", true, 0, kAny, &o.max_buffer_bytes},
+      {"--max-launches", false, 0, kAny, &o.max_launches},
+      {"--max-work-items", false, 0, kAny, &o.max_work_items},
+      {"--max-jobs", false, 1, 1'000'000, &max_jobs},
+      {"--max-connections", false, 1, 1'000'000, &max_conn},
+      {"--idle-timeout-ms", false, 1, kDayMs, &o.limits.idle_timeout_ms},
+      {"--request-timeout-ms", false, 1, kDayMs, &o.limits.request_timeout_ms},
   };
   for (const Limit& l : limits) {
     auto it = a.values.find(l.flag);
     if (it == a.values.end()) continue;
-    auto n = parse_number(l.flag, it->second, l.bytes, l.min);
+    auto n = parse_number(l.flag, it->second, l.bytes, l.min, l.max);
     if (!n) return std::move(n).error();
     *l.out = *n;
   }
-  if (max_header > (1u << 30)) return usage_error("--max-header: at most 1G");
   o.limits.max_body_bytes = max_body;
   o.limits.max_header_bytes = max_header;
   o.limits.max_connections = max_conn;

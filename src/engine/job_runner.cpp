@@ -4,16 +4,15 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 
 #include <uv.h>
 
 #include "cl/devices.hpp"
 #include "engine/disk_pool.hpp"
 #include "engine/engine_impl.hpp"
+#include "files.hpp"
 #include "json/json_util.hpp"
 #include "json/safetensors.hpp"
 
@@ -22,14 +21,6 @@ namespace uvcl::job {
 namespace {
 
 Error job_error(std::string message) { return Error{Status::InvalidJob, std::move(message)}; }
-
-Result<std::string> read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{Status::Io, std::string(what) + ": cannot read " + path};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string join_path(const std::string& dir, const std::string& file) {
   if (file.empty() || file[0] == '/' || dir.empty()) return file;
@@ -176,13 +167,23 @@ Result<void> JobRun::start() {
                      std::to_string(engine_.device_count()) + " devices)");
   result_.device = device_;
   result_.stats.queues = engine_.config().queues;
+  // Sums that wrap would slip past the limits: two repeats of 2^63 made 0
+  // launches to check and ran for ever; buffer sizes past 2^64 made a small
+  // total. Overflow is refused whatever the limit.
   std::uint64_t total_launches = 0;
-  for (const Launch& l : job_.launches) total_launches += l.repeat;
+  for (std::size_t i = 0; i < job_.launches.size(); ++i)
+    if (__builtin_add_overflow(total_launches, job_.launches[i].repeat, &total_launches))
+      return job_error("launches[" + std::to_string(i) + "].repeat: the job's launches, repeats counted, pass 2^64 - 1");
   if (opts_.max_launches && total_launches > opts_.max_launches)
     return job_error("launches: " + std::to_string(total_launches) + " launches, the limit is " +
                      std::to_string(opts_.max_launches));
   std::uint64_t total_bytes = 0;
-  for (const job::Buffer& b : job_.buffers) total_bytes += b.count * scalar_size(b.type);
+  for (const job::Buffer& b : job_.buffers) {
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(b.count, std::uint64_t{scalar_size(b.type)}, &bytes) ||
+        __builtin_add_overflow(total_bytes, bytes, &total_bytes))
+      return job_error("buffers." + b.name + ": the job's buffers, counted up to this one, pass 2^64 - 1 bytes");
+  }
   if (opts_.max_buffer_bytes && total_bytes > opts_.max_buffer_bytes)
     return job_error("buffers: " + std::to_string(total_bytes) + " bytes, the limit is " +
                      std::to_string(opts_.max_buffer_bytes));
@@ -198,8 +199,8 @@ Result<void> JobRun::start() {
     std::string source = k.source;
     if (!k.file.empty()) {
       if (!opts_.allow_files) return job_error("kernels." + k.name + ".file: files are not allowed here");
-      auto text = read_file(join_path(opts_.base_dir, k.file), ("kernels." + k.name + ".file").c_str());
-      if (!text) return std::move(text).error();
+      auto text = files::read_regular(join_path(opts_.base_dir, k.file));
+      if (!text) return std::move(text).error().context("kernels." + k.name + ".file");
       source = std::move(text.value());
     }
     auto key = std::make_pair(std::move(source), k.options);
@@ -443,8 +444,10 @@ Result<void> JobRun::make_buffers() {
       case Init::Kind::Data: r = engine_.write(b.value(), 0, jb.init.bytes); break;
       case Init::Kind::File: {
         if (!opts_.allow_files) return job_error(where + ".init.file: files are not allowed here");
-        auto data = read_file(join_path(opts_.base_dir, jb.init.path), (where + ".init.file").c_str());
-        if (!data) return std::move(data).error();
+        // Never more than the buffer holds: "/dev/zero" or a huge file must
+        // not grow memory first and be refused after.
+        auto data = files::read_regular(join_path(opts_.base_dir, jb.init.path), bytes, "the buffer's size");
+        if (!data) return std::move(data).error().context(where + ".init.file");
         if (data->size() != bytes)
           return job_error(where + ".init.file: " + jb.init.path + " has " + std::to_string(data->size()) +
                            " bytes, expected " + std::to_string(bytes) + " (" + std::to_string(jb.count) + " " +
