@@ -12,9 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <uv.h>
@@ -22,6 +20,7 @@
 #include "cl/devices.hpp"
 #include "cli.hpp"
 #include "engine/job_runner.hpp"
+#include "files.hpp"
 #include "http/server.hpp"
 #include "json/job.hpp"
 #include "uvcl/engine.hpp"
@@ -30,6 +29,7 @@ namespace uvcl::cli {
 namespace {
 
 constexpr std::uint64_t kLagPeriodMs = 10;
+constexpr std::uint64_t kMaxTokenFileBytes = 4096;
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
@@ -79,11 +79,11 @@ Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v
 }
 
 Result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{Status::Io, "--token-file: cannot read " + path};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string t = ss.str();
+  // A token is one short line: the cap keeps /dev/zero or a wrong path from
+  // being read whole (only regular files are read, so a FIFO cannot block).
+  auto read = files::read_regular(path, kMaxTokenFileBytes, "the limit for a token file");
+  if (!read) return std::move(read).error().context("--token-file");
+  std::string t = std::move(read.value());
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
   if (t.empty()) return usage_error("--token-file: " + path + " is empty");
   for (char c : t)

@@ -65,7 +65,7 @@ std::uint64_t Mapping::live() noexcept { return g_live.load(); }
 
 Result<std::shared_ptr<const Mapping>> DiskPool::map(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return io_error(path, "cannot open", errno);
+  if (::stat(path.c_str(), &st) != 0) return io_error(path, "cannot read", errno);
   const Key key{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
   auto it = files_.find(key);
   if (it != files_.end()) {

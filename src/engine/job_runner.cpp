@@ -7,6 +7,8 @@
 #include <map>
 #include <memory>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "cl/devices.hpp"
@@ -773,8 +775,15 @@ Result<void> write_npy(const std::string& path, const Output& o) {
   const std::size_t preamble = 10;  // magic (6) + version (2) + header length (2)
   while ((preamble + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return Error{Status::Io, "cannot write " + path + ": " + std::strerror(errno)};
+  // O_NOFOLLOW: a symbolic link planted at the output's name is not followed
+  // out of the folder.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::FILE* f = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+  if (!f) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Error{Status::Io, "cannot write " + path + ": " + std::strerror(err)};
+  }
   const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
   const std::uint16_t hlen = static_cast<std::uint16_t>(header.size());
   const unsigned char len[2] = {static_cast<unsigned char>(hlen & 0xff), static_cast<unsigned char>(hlen >> 8)};
