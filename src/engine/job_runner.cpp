@@ -17,6 +17,7 @@
 #include "files.hpp"
 #include "json/json_util.hpp"
 #include "json/safetensors.hpp"
+#include "json/untrusted_source.hpp"
 
 namespace uvcl::job {
 
@@ -205,6 +206,10 @@ Result<void> JobRun::start() {
       if (!text) return std::move(text).error().context("kernels." + k.name + ".file");
       source = std::move(text.value());
     }
+    if (opts_.untrusted_kernels) {
+      if (auto why = refuse_untrusted_source(source)) return job_error("kernels." + k.name + ".source: " + *why);
+      if (auto why = refuse_untrusted_options(k.options)) return job_error("kernels." + k.name + ".options: " + *why);
+    }
     auto key = std::make_pair(std::move(source), k.options);
     auto [it, fresh] = seen.emplace(key, sources.size());
     if (fresh) sources.push_back(std::move(key));
@@ -241,6 +246,7 @@ void JobRun::built(std::size_t program, Result<void> r) {
   --builds_pending_;
   if (!r && !error_) {
     Error e = std::move(r).error();
+    if (opts_.untrusted_kernels) e.message = scrub_paths(e.message);  // the log names the server's files
     for (std::size_t k = 0; k < job_.kernels.size(); ++k)
       if (kernel_program_[k] == program) {
         e.context("kernels." + job_.kernels[k].name);

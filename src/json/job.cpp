@@ -8,6 +8,7 @@
 
 #include "files.hpp"
 #include "json/json_util.hpp"
+#include "json/untrusted_source.hpp"
 
 namespace uvcl::job {
 
@@ -353,6 +354,10 @@ class JobParser {
     };
     UVCL_TRY(r_.fields(obj, at, {"source", "file", "entry", "options"}, field));
     if (sources != 1) return r_.fail(at, "expected exactly one of \"source\" or \"file\"");
+    if (options_.untrusted_kernels) {
+      if (auto why = refuse_untrusted_source(k.source)) return r_.fail(at.key("source"), *why);
+      if (auto why = refuse_untrusted_options(k.options)) return r_.fail(at.key("options"), *why);
+    }
     if (!has_entry) k.entry = k.name;
     job_.kernels.push_back(std::move(k));
     return {};
