@@ -9,7 +9,7 @@ Shares serve_test.py's helpers (a Server on port 0, request, raw, check).
 Prints one line per check and "N passed, N failed"; exits 1 on a failure,
 77 when the machine has no OpenCL device.
 """
-import copy
+import http.client
 import json
 import os
 import shutil
@@ -39,33 +39,44 @@ def job(kernel_source, args, outputs=("y",), options=None, buffers=None):
 
 
 def post(port, body, token=TOKEN):
-    status, _, data = request(port, "POST", "/v1/run", body=body, token=token, timeout=60)
+    """(status, (error status, message)); a dropped connection (a crashed server) or a hang is status None."""
+    try:
+        status, _, data = request(port, "POST", "/v1/run", body=body, token=token, timeout=60)
+    except (OSError, http.client.HTTPException) as e:
+        return None, (None, repr(e))
     return status, error_of(data)
 
 
 def alive(srv):
-    status, _, _ = request(srv.port, "GET", "/v1/health", timeout=20)
+    try:
+        status, _, _ = request(srv.port, "GET", "/v1/health", timeout=20)
+    except (OSError, http.client.HTTPException):
+        return False
     return status == 200 and srv.proc.poll() is None
+
+
+def serve_refused(*args):
+    """(exit code, stderr) of a server start that must fail at once; (None, why) if it started or hung."""
+    try:
+        p = subprocess.run([UVCL, "serve", "--listen", "127.0.0.1:0", *args], capture_output=True, text=True,
+                           timeout=15)
+        return p.returncode, p.stderr
+    except subprocess.TimeoutExpired:
+        return None, "still running after 15 s (it started, or hung reading)"
 
 
 def usage_errors():
     """Flags out of range, and token files that are not regular files, stop the start at once."""
     for flag, value in (("--max-buffer-bytes", "17179869184G"), ("--max-launches", "18446744073709551616"),
                         ("--max-jobs", "99999999999999999999"), ("--idle-timeout-ms", "0")):
-        p = subprocess.run([UVCL, "serve", "--listen", "127.0.0.1:0", flag, value], capture_output=True, text=True,
-                           timeout=30)
-        check(p.returncode == 1 and flag in p.stderr and value in p.stderr and "out of range" in p.stderr,
-              f"{flag} {value}: refused, naming the option and the value", p.stderr)
+        rc, err = serve_refused(flag, value)
+        check(rc == 1 and flag in err and value in err and "out of range" in err,
+              f"{flag} {value}: refused, naming the option and the value", err)
     fifo = os.path.join(st.TMP, "token.fifo")
     os.mkfifo(fifo)
     for path, what in ((fifo, "a FIFO"), ("/dev/zero", "a character device")):
-        try:
-            p = subprocess.run([UVCL, "serve", "--listen", "127.0.0.1:0", "--token-file", path], capture_output=True,
-                               text=True, timeout=30)
-            ok, err = p.returncode == 1 and what in p.stderr and path in p.stderr, p.stderr
-        except subprocess.TimeoutExpired:
-            ok, err = False, "hung"
-        check(ok, f"--token-file {path}: refused ({what})", err)
+        rc, err = serve_refused("--token-file", path)
+        check(rc == 1 and what in err and path in err, f"--token-file {path}: refused ({what})", err)
 
 
 def kernels_and_limits(srv):
@@ -258,16 +269,16 @@ def main():
         print("no OpenCL here: skipped")
         return 77
     usage_errors()
-    srv = Server("--max-body", "32M", "--max-launches", "1000", "--max-jobs", "8")
-    if not check(srv.port is not None, "server starts", srv.stderr()):
-        return 1
-    # These servers run without a token: request() sends one, which is ignored.
-    kernels_and_limits(srv)
-    sources(srv)
-    strict_http(srv)
-    check(alive(srv), "the server is alive at the end")
-    rc = srv.stop(signal.SIGTERM)
-    check(rc == 0, "SIGTERM: exit 0", rc)
+    # A server per part, so that a failure (a crash) in one leaves the others
+    # to report. These run without a token: request() sends one, ignored.
+    for part in (kernels_and_limits, sources, strict_http):
+        srv = Server("--max-body", "32M", "--max-launches", "1000", "--max-jobs", "8")
+        if not check(srv.port is not None, f"server starts ({part.__name__})", srv.stderr()):
+            return 1
+        part(srv)
+        check(alive(srv), f"the server is alive at the end ({part.__name__})")
+        rc = srv.stop(signal.SIGTERM)
+        check(rc == 0, "SIGTERM: exit 0", rc)
     connections()
     return 0
 
