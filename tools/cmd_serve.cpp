@@ -459,7 +459,8 @@ std::string App::metrics() const {
   metric(out, "uvcl_http_connections_active", "gauge", "Open HTTP connections.", h.connections_active);
   metric(out, "uvcl_http_connections_total", "counter", "HTTP connections accepted.", h.connections_total);
   metric(out, "uvcl_http_connections_rejected_total", "counter",
-         "Connections closed at once (over --max-connections, or stopping).", h.connections_rejected);
+         "Connections closed at once (over --max-connections or --max-connections-per-client, or stopping).",
+         h.connections_rejected);
   metric(out, "uvcl_http_requests_total", "counter", "Complete HTTP requests received.", h.requests_total);
   out += "# HELP uvcl_http_responses_total HTTP responses sent, by status code.\n"
          "# TYPE uvcl_http_responses_total counter\n";

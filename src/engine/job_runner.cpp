@@ -176,7 +176,8 @@ Result<void> JobRun::start() {
   std::uint64_t total_launches = 0;
   for (std::size_t i = 0; i < job_.launches.size(); ++i)
     if (__builtin_add_overflow(total_launches, job_.launches[i].repeat, &total_launches))
-      return job_error("launches[" + std::to_string(i) + "].repeat: the job's launches, repeats counted, pass 2^64 - 1");
+      return job_error("launches[" + std::to_string(i) +
+                       "].repeat: the job's launches, repeats counted, pass 2^64 - 1");
   if (opts_.max_launches && total_launches > opts_.max_launches)
     return job_error("launches: " + std::to_string(total_launches) + " launches, the limit is " +
                      std::to_string(opts_.max_launches));

@@ -77,7 +77,8 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   for (std::size_t i = 0; i < l.args.size(); ++i) {
     const KernelArg& a = l.args[i];
     const KernelParam& p = k.params[i];
-    if (p.unsupported) return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " is " + p.unsupported};
+    if (p.unsupported)
+      return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " is " + p.unsupported};
     if (a.kind != kind_for(p.access))
       return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " expects " +
                                                    param_kind_text(p.access) + ", got " + kind_name(a.kind)};

@@ -39,7 +39,8 @@ TEST_F(JobFiles, DeviceAsInitFileIsRefusedBeforeReading) {
   auto r = run(eng(), init_file_job("/dev/zero"));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status(), Status::Io);
-  EXPECT_NE(r.error().message.find("buffers.a.init.file: /dev/zero: cannot read: not a regular file (a character device)"),
+  EXPECT_NE(r.error().message.find(
+                "buffers.a.init.file: /dev/zero: cannot read: not a regular file (a character device)"),
             std::string::npos)
       << r.error().message;
 }

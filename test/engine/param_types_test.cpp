@@ -40,7 +40,8 @@ class ParamTypes : public EngineTest {
 void expect_refused(const Result<void>& r, std::initializer_list<const char*> words) {
   ASSERT_FALSE(r.ok()) << "launched";
   EXPECT_EQ(r.status(), Status::IncorrectKernelArg) << r.error().to_string();
-  for (const char* w : words) EXPECT_NE(r.error().message.find(w), std::string::npos) << w << " not in: " << r.error().message;
+  for (const char* w : words)
+    EXPECT_NE(r.error().message.find(w), std::string::npos) << w << " not in: " << r.error().message;
 }
 
 TEST_F(ParamTypes, BufferForAnImageIsRefused) {

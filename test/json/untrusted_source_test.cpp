@@ -53,7 +53,8 @@ TEST(UntrustedSource, OptionsComeFromAnAllowList) {
 }
 
 TEST(UntrustedSource, ParseJobRefusesWhenAsked) {
-  const std::string doc = R"({"buffers": {}, "kernels": {"k": {"source": "#include \"/etc/passwd\"\n"}}, "launches": []})";
+  const std::string doc =
+      R"({"buffers": {}, "kernels": {"k": {"source": "#include \"/etc/passwd\"\n"}}, "launches": []})";
   EXPECT_TRUE(uvcl::job::parse_job(doc, "job.json").ok()) << "a local job may include";
   uvcl::job::ParseOptions untrusted;
   untrusted.untrusted_kernels = true;
