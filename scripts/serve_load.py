@@ -556,6 +556,8 @@ class Server:
         cmd = [uvcl, "serve", "--listen", "127.0.0.1:0", "--token-file", token_file,
                "--max-body", str(args.max_body), "--max-jobs", str(args.max_jobs),
                "--idle-timeout-ms", str(args.idle_timeout_ms), "--request-timeout-ms", str(args.request_timeout_ms),
+               # Every client of the load runs on this machine: one address.
+               "--max-connections-per-client", "0",
                ] + args.server_arg
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True, env=env)

@@ -1,5 +1,6 @@
 // uvcl run JOB.json: executes a job, prints one JSON object.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
@@ -9,6 +10,7 @@
 #include "cli.hpp"
 #include "engine/job_runner.hpp"
 #include "json/job.hpp"
+#include "json/json_util.hpp"
 #include "uvcl/engine.hpp"
 
 namespace uvcl::cli {
@@ -72,11 +74,32 @@ class Progress {
   bool shown_ = false;
 };
 
+// --out DIR: the folder is made if missing, and every output must be a
+// plain file name, checked before the job runs: a buffer named "../../x"
+// was written outside DIR.
+Result<void> prepare_out_dir(const std::string& dir, const job::Job& job) {
+  for (std::size_t o : job.outputs) {
+    const std::string& name = job.buffers[o].name;
+    if (name.find('/') != std::string::npos || name.find('\0') != std::string::npos)
+      return Error{Status::InvalidArgument, "--out " + dir + ": output " + json::quote(name) +
+                                                " is not a plain file name (NAME.npy would be written outside " +
+                                                dir + ")"};
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Error{Status::Io, "--out " + dir + ": cannot create the folder: " + ec.message()};
+  if (!std::filesystem::is_directory(dir, ec))
+    return Error{Status::Io, "--out " + dir + ": not a folder"};
+  return {};
+}
+
 }  // namespace
 
 int cmd_run(const Args& a, const uvcl::Config& config) {
   auto job = uvcl::job::load_job_file(a.positional.at(0));
   if (!job) return fail(job.error());
+  if (!a.out.empty())
+    if (auto out = prepare_out_dir(a.out, job.value()); !out) return fail(out.error());
   uvcl::Config cfg = config;
   if (!a.trace.empty()) cfg.profile = true;  // device start/end times in the trace
   auto engine = uvcl::Engine::create(cfg);
@@ -87,7 +110,8 @@ int cmd_run(const Args& a, const uvcl::Config& config) {
   opts.record_schedule = !a.schedule.empty();
   if (!a.trace.empty()) engine.value()->set_tracing(true);
   std::uint64_t total_launches = 0;
-  for (const auto& l : job->launches) total_launches += l.repeat;
+  for (const auto& l : job->launches)  // for the progress line only: run_job refuses a sum past 2^64
+    if (__builtin_add_overflow(total_launches, l.repeat, &total_launches)) total_launches = UINT64_MAX;
   std::optional<Progress> progress;
   progress.emplace(*engine.value(), total_launches);
   auto result = uvcl::job::run_job_sync(*engine.value(), std::move(job.value()), opts);

@@ -4,16 +4,17 @@
 // started with job::run_job (asynchronous) and answered from its callback:
 // nothing here waits for a device, so a slow job delays no other client.
 // docs/serve.md has the endpoints, limits, status codes and metrics.
+#include <fcntl.h>
 #include <malloc.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
+#include <charconv>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 
 #include <uv.h>
@@ -21,6 +22,7 @@
 #include "cl/devices.hpp"
 #include "cli.hpp"
 #include "engine/job_runner.hpp"
+#include "files.hpp"
 #include "http/server.hpp"
 #include "json/job.hpp"
 #include "uvcl/engine.hpp"
@@ -29,6 +31,7 @@ namespace uvcl::cli {
 namespace {
 
 constexpr std::uint64_t kLagPeriodMs = 10;
+constexpr std::uint64_t kMaxTokenFileBytes = 4096;
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
@@ -43,8 +46,13 @@ struct ServeOptions {
 
 Error usage_error(std::string message) { return Error{Status::InvalidArgument, std::move(message)}; }
 
-// A count, optionally with a binary suffix (k, M, G: 1024-based).
-Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v, bool suffixes, std::uint64_t min) {
+// A count in [min, max], optionally with a binary suffix (k, M, G, T:
+// 1024-based). Strict: a value that does not fit 64 bits, or that the
+// suffix pushes past them ("17179869184G" is 2^64), or that is out of
+// range is an error naming the option and the value, never a wrapped
+// number (0 means "no limit" for some options).
+Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v, bool suffixes, std::uint64_t min,
+                                   std::uint64_t max) {
   std::size_t digits = 0;
   while (digits < v.size() && v[digits] >= '0' && v[digits] <= '9') ++digits;
   std::uint64_t mult = 1;
@@ -53,24 +61,31 @@ Result<std::uint64_t> parse_number(const std::string& flag, const std::string& v
     if (rest == "k" || rest == "K" || rest == "KiB") mult = 1ull << 10;
     else if (rest == "m" || rest == "M" || rest == "MiB") mult = 1ull << 20;
     else if (rest == "g" || rest == "G" || rest == "GiB") mult = 1ull << 30;
+    else if (rest == "t" || rest == "T" || rest == "TiB") mult = 1ull << 40;
     else mult = 0;
   } else if (!rest.empty()) {
     mult = 0;
   }
-  if (digits == 0 || digits > 12 || mult == 0)
+  if (digits == 0 || mult == 0)
     return usage_error(flag + ": expected " + (suffixes ? "a byte count (e.g. 8388608 or 8M)" : "an integer") +
                        ", got '" + v + "'");
-  const std::uint64_t n = std::stoull(v.substr(0, digits)) * mult;
-  if (n < min) return usage_error(flag + ": must be at least " + std::to_string(min) + ", got '" + v + "'");
+  std::uint64_t n = 0;
+  const auto parsed = std::from_chars(v.data(), v.data() + digits, n);
+  const auto range = [&] {
+    return usage_error(flag + ": '" + v + "' is out of range (" + std::to_string(min) + ".." + std::to_string(max) +
+                       (suffixes ? " bytes)" : ")"));
+  };
+  if (parsed.ec != std::errc() || __builtin_mul_overflow(n, mult, &n)) return range();
+  if (n < min || n > max) return range();
   return n;
 }
 
 Result<std::string> read_token(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{Status::Io, "--token-file: cannot read " + path};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  std::string t = ss.str();
+  // A token is one short line: the cap keeps /dev/zero or a wrong path from
+  // being read whole (only regular files are read, so a FIFO cannot block).
+  auto read = files::read_regular(path, kMaxTokenFileBytes, "the limit for a token file");
+  if (!read) return std::move(read).error().context("--token-file");
+  std::string t = std::move(read.value());
   while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) t.pop_back();
   if (t.empty()) return usage_error("--token-file: " + path + " is empty");
   for (char c : t)
@@ -93,9 +108,8 @@ Result<ServeOptions> parse_options(const Args& a) {
     else if (host.find(':') != std::string::npos)
       return usage_error("--listen: write an IPv6 address in brackets: [::1]:7070");
     if (host.empty() || host == "localhost") host = "127.0.0.1";
-    auto port = parse_number("--listen", l.substr(colon + 1), false, 0);
+    auto port = parse_number("--listen", l.substr(colon + 1), false, 0, 65535);
     if (!port) return std::move(port).error();
-    if (*port > 65535) return usage_error("--listen: port " + std::to_string(*port) + " out of range");
     o.host = host;
     o.port = static_cast<int>(*port);
   }
@@ -107,33 +121,38 @@ Result<ServeOptions> parse_options(const Args& a) {
   struct Limit {
     const char* flag;
     bool bytes;
-    std::uint64_t min;
+    std::uint64_t min, max;
     std::uint64_t* out;
   };
+  constexpr std::uint64_t kAny = UINT64_MAX;
+  constexpr std::uint64_t kDayMs = 24ull * 3600 * 1000;
   std::uint64_t max_body = o.limits.max_body_bytes, max_header = o.limits.max_header_bytes,
-                max_conn = o.limits.max_connections, max_jobs = o.max_jobs;
+                max_conn = o.limits.max_connections, max_per_client = o.limits.max_connections_per_client,
+                max_jobs = o.max_jobs;
   const Limit limits[] = {
-      {"--max-body", true, 1, &max_body},
-      {"--max-header", true, 256, &max_header},
-      {"--max-buffer-bytes", true, 0, &o.max_buffer_bytes},
-      {"--max-launches", false, 0, &o.max_launches},
-      {"--max-work-items", false, 0, &o.max_work_items},
-      {"--max-jobs", false, 1, &max_jobs},
-      {"--max-connections", false, 1, &max_conn},
-      {"--idle-timeout-ms", false, 1, &o.limits.idle_timeout_ms},
-      {"--request-timeout-ms", false, 1, &o.limits.request_timeout_ms},
+      {"--max-body", true, 1, 4ull << 30, &max_body},  // a body is held in memory whole
+      {"--max-header", true, 256, 1ull << 30, &max_header},
+      {"--max-buffer-bytes", true, 0, kAny, &o.max_buffer_bytes},
+      {"--max-launches", false, 0, kAny, &o.max_launches},
+      {"--max-work-items", false, 0, kAny, &o.max_work_items},
+      {"--max-jobs", false, 1, 1'000'000, &max_jobs},
+      {"--max-connections", false, 1, 1'000'000, &max_conn},
+      {"--max-connections-per-client", false, 0, 1'000'000, &max_per_client},
+      {"--idle-timeout-ms", false, 1, kDayMs, &o.limits.idle_timeout_ms},
+      {"--header-timeout-ms", false, 1, kDayMs, &o.limits.header_timeout_ms},
+      {"--request-timeout-ms", false, 1, kDayMs, &o.limits.request_timeout_ms},
   };
   for (const Limit& l : limits) {
     auto it = a.values.find(l.flag);
     if (it == a.values.end()) continue;
-    auto n = parse_number(l.flag, it->second, l.bytes, l.min);
+    auto n = parse_number(l.flag, it->second, l.bytes, l.min, l.max);
     if (!n) return std::move(n).error();
     *l.out = *n;
   }
-  if (max_header > (1u << 30)) return usage_error("--max-header: at most 1G");
   o.limits.max_body_bytes = max_body;
   o.limits.max_header_bytes = max_header;
   o.limits.max_connections = max_conn;
+  o.limits.max_connections_per_client = max_per_client;
   o.max_jobs = max_jobs;
   return o;
 }
@@ -346,6 +365,7 @@ void App::run(http::Request& req, http::Responder r) {
   }
   job::ParseOptions parse;
   parse.allow_files = false;
+  parse.untrusted_kernels = true;
   auto parsed = job::parse_job(req.body, "request", parse);
   req.body.clear();
   req.body.shrink_to_fit();
@@ -357,6 +377,7 @@ void App::run(http::Request& req, http::Responder r) {
   }
   job::RunOptions options;
   options.allow_files = false;
+  options.untrusted_kernels = true;
   options.base_dir.clear();
   options.max_buffer_bytes = opts_.max_buffer_bytes;
   options.max_launches = opts_.max_launches;
@@ -438,7 +459,8 @@ std::string App::metrics() const {
   metric(out, "uvcl_http_connections_active", "gauge", "Open HTTP connections.", h.connections_active);
   metric(out, "uvcl_http_connections_total", "counter", "HTTP connections accepted.", h.connections_total);
   metric(out, "uvcl_http_connections_rejected_total", "counter",
-         "Connections closed at once (over --max-connections, or stopping).", h.connections_rejected);
+         "Connections closed at once (over --max-connections or --max-connections-per-client, or stopping).",
+         h.connections_rejected);
   metric(out, "uvcl_http_requests_total", "counter", "Complete HTTP requests received.", h.requests_total);
   out += "# HELP uvcl_http_responses_total HTTP responses sent, by status code.\n"
          "# TYPE uvcl_http_responses_total counter\n";
@@ -447,6 +469,7 @@ std::string App::metrics() const {
   out += "# HELP uvcl_http_timeouts_total Connections closed by a timeout.\n"
          "# TYPE uvcl_http_timeouts_total counter\n"
          "uvcl_http_timeouts_total{kind=\"idle\"} " + std::to_string(h.timeouts_idle) + "\n"
+         "uvcl_http_timeouts_total{kind=\"header\"} " + std::to_string(h.timeouts_header) + "\n"
          "uvcl_http_timeouts_total{kind=\"request\"} " + std::to_string(h.timeouts_request) + "\n";
   metric(out, "uvcl_http_responses_dropped_total", "counter",
          "Answers not sent because the client had closed the connection.", responses_dropped_);
@@ -508,6 +531,14 @@ int cmd_serve(const Args& a, const Config& config) {
   auto options = parse_options(a);
   if (!options) return fail(options.error());
   std::signal(SIGPIPE, SIG_IGN);  // a peer gone mid-write is an error code, not a signal
+  // The server writes nothing to stdout (its log is stderr), but on PoCL a
+  // kernel runs in this process: should one print despite the printf check
+  // (job::ParseOptions::untrusted_kernels), its output goes nowhere.
+  if (const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+    std::fflush(stdout);
+    ::dup2(null, STDOUT_FILENO);
+    ::close(null);
+  }
   // Answers of several MB are built and freed at a high rate. glibc raises
   // its mmap threshold after each such free, so later ones come from the
   // heap, where fragmentation keeps the peaks resident; a fixed threshold

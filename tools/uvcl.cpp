@@ -19,7 +19,8 @@ constexpr const char* kUsage =
     "                 [--config FILE] [--device N]\n"
     "       uvcl serve [--listen HOST:PORT] [--token-file FILE] [--config FILE] [--max-body BYTES]\n"
     "                  [--max-header BYTES] [--max-buffer-bytes BYTES] [--max-launches N] [--max-work-items N]\n"
-    "                  [--max-jobs N] [--max-connections N] [--idle-timeout-ms MS] [--request-timeout-ms MS]\n";
+    "                  [--max-jobs N] [--max-connections N] [--max-connections-per-client N]\n"
+    "                  [--idle-timeout-ms MS] [--header-timeout-ms MS] [--request-timeout-ms MS]\n";
 
 struct Command {
   const char* name;
@@ -35,7 +36,7 @@ constexpr Command kCommands[] = {
     {"tune", uvcl::cli::cmd_tune, " ", " --config --device --launch --local --reps --warmup ", 1},
     {"serve", uvcl::cli::cmd_serve, " ",
      " --listen --token-file --config --max-body --max-header --max-buffer-bytes --max-launches --max-work-items --max-jobs"
-     " --max-connections --idle-timeout-ms --request-timeout-ms ",
+     " --max-connections --max-connections-per-client --idle-timeout-ms --header-timeout-ms --request-timeout-ms ",
      0},
 };
 

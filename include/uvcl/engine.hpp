@@ -70,6 +70,12 @@ struct KernelParam {
   std::string type_name;       // as the compiler reports it ("float*", "uint")
   ParamAccess access = ParamAccess::Scalar;
   std::size_t scalar_size = 0; // bytes for scalars; 0 when unknown
+  // Why uvcl cannot pass an argument for this parameter, or null when it
+  // can: an image, a sampler, a pipe or device queue, or a by-value type
+  // whose size uvcl cannot determine (a struct, a union, a typedef name).
+  // Every launch of the kernel is refused (IncorrectKernelArg) naming the
+  // parameter, its type and this reason.
+  const char* unsupported = nullptr;
 };
 
 struct KernelArg {

@@ -77,11 +77,13 @@ struct Api {
 // Owns the dlopen handle; the Api stays valid while the Library lives.
 class Library {
  public:
-  // Tries `explicit_path` (if non-empty) first, then libOpenCL.so.1,
-  // libOpenCL.so, then the usual library folders. DyLibNotFound names every
-  // path tried; MissingSymbol names the first entry point not found.
+  // Opens `explicit_path` if non-empty — only it: one that does not load
+  // or lacks OpenCL is an error, never a fallback to another loader (a path
+  // with a '/' must be a regular file) — else the first of libOpenCL.so.1,
+  // libOpenCL.so and the usual library folders that loads. DyLibNotFound
+  // names every path tried; MissingSymbol names the first entry point not found.
   static Result<std::unique_ptr<Library>> open(const std::string& explicit_path);
-  // The paths open() tries, in order (explicit_path first when non-empty).
+  // The paths open() tries, in order ({explicit_path} alone when non-empty).
   static std::vector<std::string> candidate_paths(const std::string& explicit_path);
   // Opens the first of `paths` that dlopen accepts, no others: open() is
   // open_first(candidate_paths(p)); tests use it to make loading fail.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cl/api.hpp"
+#include "files.hpp"
 
 namespace uvcl::cl {
 
@@ -25,8 +26,10 @@ void* dlsym_lookup(void* handle, const char* name) { return ::dlsym(handle, name
 }  // namespace
 
 std::vector<std::string> Library::candidate_paths(const std::string& explicit_path) {
+  // A library the user named is the only one tried: falling back to the
+  // system loader would run another OpenCL than the one asked for, silently.
+  if (!explicit_path.empty()) return {explicit_path};
   std::vector<std::string> paths;
-  if (!explicit_path.empty()) paths.push_back(explicit_path);
   for (const char* name : kNames) paths.emplace_back(name);
   for (const char* folder : kFolders) {
     for (const char* name : kNames) paths.push_back(std::string(folder) + "/" + name);
@@ -35,6 +38,12 @@ std::vector<std::string> Library::candidate_paths(const std::string& explicit_pa
 }
 
 Result<std::unique_ptr<Library>> Library::open(const std::string& explicit_path) {
+  // A path (not a bare name for the linker's search) must be a regular
+  // file: dlopen of a FIFO blocks in its open.
+  if (explicit_path.find('/') != std::string::npos) {
+    if (auto f = files::require_regular(explicit_path); !f)
+      return make_error(Status::DyLibNotFound, "OpenCL library (opencl.library) " + f.error().message);
+  }
   return open_first(candidate_paths(explicit_path));
 }
 

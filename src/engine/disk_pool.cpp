@@ -1,5 +1,7 @@
 #include "engine/disk_pool.hpp"
 
+#include "files.hpp"
+
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -22,17 +24,15 @@ Error io_error(const std::string& path, const char* what, int err) {
 }  // namespace
 
 Result<std::shared_ptr<const Mapping>> Mapping::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return io_error(path, "cannot open", errno);
+  // A FIFO would block the open itself: only regular files are opened.
+  auto opened = files::open_regular(path);
+  if (!opened) return std::move(opened).error();
+  const int fd = *opened;
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     return io_error(path, "cannot stat", err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return Error{Status::Io, path + ": not a regular file"};
   }
   std::shared_ptr<Mapping> m(new Mapping());
   m->path_ = path;
@@ -65,7 +65,7 @@ std::uint64_t Mapping::live() noexcept { return g_live.load(); }
 
 Result<std::shared_ptr<const Mapping>> DiskPool::map(const std::string& path) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return io_error(path, "cannot open", errno);
+  if (::stat(path.c_str(), &st) != 0) return io_error(path, "cannot read", errno);
   const Key key{static_cast<std::uint64_t>(st.st_dev), static_cast<std::uint64_t>(st.st_ino)};
   auto it = files_.find(key);
   if (it != files_.end()) {

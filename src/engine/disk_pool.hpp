@@ -13,7 +13,7 @@
 //
 // The mapped file must not be truncated while mapped (reading a page past
 // the new end raises SIGBUS, as with any mmap reader). Errors are Io errors
-// naming the file: "w.safetensors: cannot open: No such file or directory".
+// naming the file: "w.safetensors: cannot read: No such file or directory".
 #pragma once
 
 #include <cstddef>

@@ -39,6 +39,7 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* loop) {
   UVCL_TRY(validate_config(config));
+  if (!config.cache_dir.empty()) UVCL_TRY(ProgramCache::check_dir(config.cache_dir));
   auto impl = std::make_unique<Impl>();
   impl->config = config;
   // Handle ids carry the engine's number in their high bits: a handle given

@@ -4,32 +4,26 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
-#include <sstream>
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "cl/devices.hpp"
 #include "engine/disk_pool.hpp"
 #include "engine/engine_impl.hpp"
+#include "files.hpp"
 #include "json/json_util.hpp"
 #include "json/safetensors.hpp"
+#include "json/untrusted_source.hpp"
 
 namespace uvcl::job {
 
 namespace {
 
 Error job_error(std::string message) { return Error{Status::InvalidJob, std::move(message)}; }
-
-Result<std::string> read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{Status::Io, std::string(what) + ": cannot read " + path};
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string join_path(const std::string& dir, const std::string& file) {
   if (file.empty() || file[0] == '/' || dir.empty()) return file;
@@ -176,13 +170,24 @@ Result<void> JobRun::start() {
                      std::to_string(engine_.device_count()) + " devices)");
   result_.device = device_;
   result_.stats.queues = engine_.config().queues;
+  // Sums that wrap would slip past the limits: two repeats of 2^63 made 0
+  // launches to check and ran for ever; buffer sizes past 2^64 made a small
+  // total. Overflow is refused whatever the limit.
   std::uint64_t total_launches = 0;
-  for (const Launch& l : job_.launches) total_launches += l.repeat;
+  for (std::size_t i = 0; i < job_.launches.size(); ++i)
+    if (__builtin_add_overflow(total_launches, job_.launches[i].repeat, &total_launches))
+      return job_error("launches[" + std::to_string(i) +
+                       "].repeat: the job's launches, repeats counted, pass 2^64 - 1");
   if (opts_.max_launches && total_launches > opts_.max_launches)
     return job_error("launches: " + std::to_string(total_launches) + " launches, the limit is " +
                      std::to_string(opts_.max_launches));
   std::uint64_t total_bytes = 0;
-  for (const job::Buffer& b : job_.buffers) total_bytes += b.count * scalar_size(b.type);
+  for (const job::Buffer& b : job_.buffers) {
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(b.count, std::uint64_t{scalar_size(b.type)}, &bytes) ||
+        __builtin_add_overflow(total_bytes, bytes, &total_bytes))
+      return job_error("buffers." + b.name + ": the job's buffers, counted up to this one, pass 2^64 - 1 bytes");
+  }
   if (opts_.max_buffer_bytes && total_bytes > opts_.max_buffer_bytes)
     return job_error("buffers: " + std::to_string(total_bytes) + " bytes, the limit is " +
                      std::to_string(opts_.max_buffer_bytes));
@@ -198,9 +203,13 @@ Result<void> JobRun::start() {
     std::string source = k.source;
     if (!k.file.empty()) {
       if (!opts_.allow_files) return job_error("kernels." + k.name + ".file: files are not allowed here");
-      auto text = read_file(join_path(opts_.base_dir, k.file), ("kernels." + k.name + ".file").c_str());
-      if (!text) return std::move(text).error();
+      auto text = files::read_regular(join_path(opts_.base_dir, k.file));
+      if (!text) return std::move(text).error().context("kernels." + k.name + ".file");
       source = std::move(text.value());
+    }
+    if (opts_.untrusted_kernels) {
+      if (auto why = refuse_untrusted_source(source)) return job_error("kernels." + k.name + ".source: " + *why);
+      if (auto why = refuse_untrusted_options(k.options)) return job_error("kernels." + k.name + ".options: " + *why);
     }
     auto key = std::make_pair(std::move(source), k.options);
     auto [it, fresh] = seen.emplace(key, sources.size());
@@ -238,6 +247,7 @@ void JobRun::built(std::size_t program, Result<void> r) {
   --builds_pending_;
   if (!r && !error_) {
     Error e = std::move(r).error();
+    if (opts_.untrusted_kernels) e.message = scrub_paths(e.message);  // the log names the server's files
     for (std::size_t k = 0; k < job_.kernels.size(); ++k)
       if (kernel_program_[k] == program) {
         e.context("kernels." + job_.kernels[k].name);
@@ -443,8 +453,10 @@ Result<void> JobRun::make_buffers() {
       case Init::Kind::Data: r = engine_.write(b.value(), 0, jb.init.bytes); break;
       case Init::Kind::File: {
         if (!opts_.allow_files) return job_error(where + ".init.file: files are not allowed here");
-        auto data = read_file(join_path(opts_.base_dir, jb.init.path), (where + ".init.file").c_str());
-        if (!data) return std::move(data).error();
+        // Never more than the buffer holds: "/dev/zero" or a huge file must
+        // not grow memory first and be refused after.
+        auto data = files::read_regular(join_path(opts_.base_dir, jb.init.path), bytes, "the buffer's size");
+        if (!data) return std::move(data).error().context(where + ".init.file");
         if (data->size() != bytes)
           return job_error(where + ".init.file: " + jb.init.path + " has " + std::to_string(data->size()) +
                            " bytes, expected " + std::to_string(bytes) + " (" + std::to_string(jb.count) + " " +
@@ -771,8 +783,15 @@ Result<void> write_npy(const std::string& path, const Output& o) {
   const std::size_t preamble = 10;  // magic (6) + version (2) + header length (2)
   while ((preamble + header.size() + 1) % 64 != 0) header += ' ';
   header += '\n';
-  std::FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f) return Error{Status::Io, "cannot write " + path + ": " + std::strerror(errno)};
+  // O_NOFOLLOW: a symbolic link planted at the output's name is not followed
+  // out of the folder.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+  std::FILE* f = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+  if (!f) {
+    const int err = errno;
+    if (fd >= 0) ::close(fd);
+    return Error{Status::Io, "cannot write " + path + ": " + std::strerror(err)};
+  }
   const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
   const std::uint16_t hlen = static_cast<std::uint16_t>(header.size());
   const unsigned char len[2] = {static_cast<unsigned char>(hlen & 0xff), static_cast<unsigned char>(hlen >> 8)};

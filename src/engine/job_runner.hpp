@@ -25,6 +25,9 @@ struct RunOptions {
   std::optional<std::size_t> device;  // overrides the job's "device"
   std::string base_dir = ".";          // "file" keys resolve against it
   bool allow_files = true;
+  // Kernels from the network (uvcl serve): sources and options are checked
+  // again (json/untrusted_source.hpp), and build logs lose the server's paths.
+  bool untrusted_kernels = false;
   bool record_schedule = false;        // fills RunResult::schedule_json
   std::uint64_t max_buffer_bytes = 0;  // 0: no limit beyond the device's
   std::uint64_t max_launches = 0;      // 0: no limit

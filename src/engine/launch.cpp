@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "engine/engine_impl.hpp"
+#include "engine/param_check.hpp"
 
 namespace uvcl {
 
@@ -24,17 +25,6 @@ const char* kind_name(KernelArg::Kind k) {
     case KernelArg::Kind::Buffer: return "a buffer";
     case KernelArg::Kind::Scalar: return "a scalar";
     case KernelArg::Kind::Local: return "a local size";
-  }
-  return "?";
-}
-
-const char* expected_kind(ParamAccess a) {
-  switch (a) {
-    case ParamAccess::ReadOnly:
-    case ParamAccess::Written:
-    case ParamAccess::WriteOnly: return "a buffer";
-    case ParamAccess::Scalar: return "a scalar";
-    case ParamAccess::Local: return "a local size";
   }
   return "?";
 }
@@ -87,9 +77,11 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   for (std::size_t i = 0; i < l.args.size(); ++i) {
     const KernelArg& a = l.args[i];
     const KernelParam& p = k.params[i];
+    if (p.unsupported)
+      return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " is " + p.unsupported};
     if (a.kind != kind_for(p.access))
       return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " expects " +
-                                                   expected_kind(p.access) + ", got " + kind_name(a.kind)};
+                                                   param_kind_text(p.access) + ", got " + kind_name(a.kind)};
     if (a.kind == KernelArg::Kind::Buffer) {
       auto b = buffers.find(a.buffer.id);
       if (b == buffers.end() || b->second.state != sched::BufferState::Live)
@@ -110,7 +102,7 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
         same->write = same->write || writes;
       }
     } else if (a.kind == KernelArg::Kind::Scalar) {
-      if (p.scalar_size != 0 && p.scalar_size != a.scalar.size())
+      if (p.scalar_size != a.scalar.size())  // a size uvcl does not know is refused above (unsupported)
         return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " is " +
                                                      std::to_string(p.scalar_size) + " bytes, got a " +
                                                      std::to_string(a.scalar.size()) + "-byte " +

@@ -1,12 +1,14 @@
 #include "engine/program_cache.hpp"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <iterator>
 
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "files.hpp"
 
 namespace uvcl {
 
@@ -81,10 +83,26 @@ ProgramCache::Key ProgramCache::key(const std::string& platform, const std::stri
   return k;
 }
 
+Result<void> ProgramCache::check_dir(const std::string& dir) {
+  const auto unusable = [&](const std::string& why) {
+    return Error{Status::Io, "opencl.cache_dir: " + dir + ": " + why};
+  };
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) return unusable(std::strerror(errno));
+    if (::mkdir(dir.c_str(), 0755) != 0) return unusable(std::string("cannot create: ") + std::strerror(errno));
+    if (::stat(dir.c_str(), &st) != 0) return unusable(std::strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode)) return unusable(std::string("not a directory (") + files::type_name(st.st_mode) + ")");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return unusable(std::string("not writable: ") + std::strerror(errno));
+  return {};
+}
+
 std::optional<CacheEntry> ProgramCache::load(const Key& k) const {
-  std::ifstream in(k.file, std::ios::binary);
-  if (!in) return std::nullopt;
-  const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Only a regular file: anything else in the folder (a FIFO) must not block a build.
+  auto read = files::read_regular(k.file);
+  if (!read) return std::nullopt;
+  const std::string& data = read.value();
   Reader r(data);
   char magic[8];
   std::uint64_t a = 0, b = 0, size = 0;

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "uvcl/status.hpp"
+
 #include "uvcl/engine.hpp"
 
 namespace uvcl {
@@ -30,6 +32,10 @@ struct CacheEntry {
 class ProgramCache {
  public:
   explicit ProgramCache(std::string dir) : dir_(std::move(dir)) {}
+  // Makes `dir` if it is missing (its parent must exist) and checks that it
+  // is a directory uvcl can write: Engine::create refuses an unusable
+  // opencl.cache_dir at start instead of ignoring it at every build.
+  static Result<void> check_dir(const std::string& dir);
 
   struct Key {
     std::uint64_t a = 0, b = 0;  // two independent 64-bit hashes of the same text

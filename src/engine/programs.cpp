@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "engine/engine_impl.hpp"
+#include "engine/param_check.hpp"
 
 namespace uvcl {
 
@@ -261,6 +262,7 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
     e.api->clReleaseKernel(k);
     return std::move(q).error().context("kernel " + entry);
   }
+  for (KernelParam& param : rec.params) param.unsupported = param_refusal(param);
   if (!declared.empty()) {
     if (declared.size() != rec.params.size()) {
       e.api->clReleaseKernel(k);
@@ -268,7 +270,16 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
                                                    " parameter accesses declared, the kernel has " +
                                                    std::to_string(rec.params.size()) + " parameters"};
     }
-    for (std::size_t i = 0; i < declared.size(); ++i) rec.params[i].access = declared[i];
+    for (std::size_t i = 0; i < declared.size(); ++i) {
+      if (!declared_access_fits(rec.params[i].access, declared[i])) {
+        e.api->clReleaseKernel(k);
+        return Error{Status::IncorrectKernelArg,
+                     "kernel " + entry + ": parameter " + std::to_string(i) + " (" + rec.params[i].type_name + " " +
+                         rec.params[i].name + ") takes " + param_kind_text(rec.params[i].access) +
+                         ", but the declared access takes " + param_kind_text(declared[i])};
+      }
+      rec.params[i].access = declared[i];
+    }
   }
   const std::uint64_t id = e.next_handle++;
   e.kernels.emplace(id, std::move(rec));

@@ -5,11 +5,14 @@
 #include <cstdlib>
 #include <limits>
 
+#include "files.hpp"
 #include "json/json_util.hpp"
 
 namespace uvcl {
 
 namespace {
+
+constexpr std::uint64_t kMaxConfigBytes = 1u << 20;
 
 using json::Path;
 using json::Reader;
@@ -135,7 +138,9 @@ Result<Config> parse_config(std::string_view json, std::string_view origin) {
 }
 
 Result<Config> load_config_file(const std::string& path) {
-  auto text = json::read_file(path);
+  // A config is a few hundred bytes; the cap keeps a wrong path (a log, an
+  // image) from being read whole.
+  auto text = files::read_regular(path, kMaxConfigBytes, "the limit for a config file");
   if (!text) return std::move(text).error();
   return parse_config(*text, path);
 }

@@ -69,6 +69,10 @@ struct Job {
 
 struct ParseOptions {
   bool allow_files = true;
+  // Kernel sources and options come from the network (uvcl serve): they are
+  // held to untrusted_source.hpp (no #include, #pragma, printf; options
+  // from an allow-list) and refused with an InvalidJob error naming the key.
+  bool untrusted_kernels = false;
 };
 
 Result<Job> parse_job(std::string_view json, std::string_view origin, const ParseOptions& options = {});

@@ -1,6 +1,5 @@
 #include "json/json_util.hpp"
 
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -209,23 +208,6 @@ std::string describe_token(std::string_view raw_token) {
   // Never split a UTF-8 sequence: back up over continuation bytes.
   while (cut > 0 && (static_cast<unsigned char>(t[cut]) & 0xc0) == 0x80) --cut;
   return std::string(t.substr(0, cut)) + "...";
-}
-
-Result<std::string> read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return make_error(Status::Io, path + ": cannot read: " + std::strerror(errno));
-  std::string data;
-  char buf[1 << 16];
-  for (;;) {
-    const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-    data.append(buf, n);
-    if (n < sizeof buf) break;
-  }
-  const bool failed = std::ferror(f) != 0;
-  const int err = errno;  // reading a directory fails here, with EISDIR
-  std::fclose(f);
-  if (failed) return make_error(Status::Io, path + ": cannot read: " + std::strerror(err));
-  return data;
 }
 
 Result<od::object> Reader::open(std::string_view input) {

@@ -1,5 +1,6 @@
 // json_util.hpp — what config and job parsing share: key paths, a strict
-// reader over simdjson On-Demand, value text for messages, file reading.
+// reader over simdjson On-Demand, value text for messages. Files are read
+// with files::read_regular (files.hpp).
 //
 // Every error a Reader makes reads "<origin>: <path>: <what>", e.g.
 // `cfg.json: opencl.queues: expected an integer 1..64, got "x"`, or for broken
@@ -57,9 +58,6 @@ std::string quote(std::string_view s);
 // A value as a message shows it: its JSON text, cut to a readable length;
 // objects and arrays as "an object" / "an array".
 std::string describe_token(std::string_view raw_token);
-
-// Reads a whole file. Io error "<path>: cannot read: <reason>".
-Result<std::string> read_file(const std::string& path);
 
 // A strict reader of one document. Not movable: the document refers to the
 // parser and all string_views it hands out live as long as the Reader.

@@ -133,6 +133,52 @@ with tempfile.TemporaryDirectory() as d:
     if draws:
         check(seen.endswith(b"\r\x1b[K"), f"the line is cleared at the end: {seen[-40:]!r}")
 
+# --- uvcl run: files and --out ----------------------------------------------
+# Only regular files are read (a FIFO hung, /dev/zero grew memory without
+# bound), --out DIR is made, and an output that is not a plain file name is
+# refused before anything runs (a buffer "../../x" was written outside DIR).
+with tempfile.TemporaryDirectory() as tmp:
+    def run_with_timeout(*args):
+        try:
+            return subprocess.run([UVCL, *args], capture_output=True, text=True, timeout=30)
+        except subprocess.TimeoutExpired:
+            return None
+
+    fifo = os.path.join(tmp, "job.fifo")
+    os.mkfifo(fifo)
+    p = run_with_timeout("run", fifo)
+    check(p is not None and p.returncode == 1 and f"{fifo}: cannot read: not a regular file (a FIFO)" in p.stderr,
+          f"a FIFO as the job file is refused at once: {p and p.stderr}")
+    p = run_with_timeout("run", "/dev/zero")
+    check(p is not None and p.returncode == 1 and "not a regular file (a character device)" in p.stderr,
+          f"/dev/zero as the job file is refused: {p and p.stderr}")
+
+    zero_init = os.path.join(tmp, "zero.json")
+    with open(zero_init, "w") as f:
+        json.dump({"buffers": {"a": {"type": "float", "count": 4, "init": {"file": "/dev/zero"}}},
+                   "kernels": {}, "launches": [], "outputs": ["a"]}, f)
+    p = run_with_timeout("run", zero_init)
+    check(p is not None and p.returncode == 1 and "buffers.a.init.file: /dev/zero" in p.stderr,
+          f'"file": "/dev/zero" is refused: {p and p.stderr}')
+
+    escape = os.path.join(tmp, "escape.json")
+    with open(escape, "w") as f:
+        json.dump({"buffers": {"ok": {"type": "int", "count": 2}, "../../x": {"type": "int", "count": 2}},
+                   "kernels": {}, "launches": [], "outputs": ["ok", "../../x"]}, f)
+    out_dir = os.path.join(tmp, "a", "b", "out")
+    p = run_with_timeout("run", escape, "--out", out_dir)
+    check(p is not None and p.returncode == 1 and '"../../x" is not a plain file name' in (p.stderr or ""),
+          f"--out refuses an output name with a slash: {p and p.stderr}")
+    check(not os.path.exists(os.path.join(tmp, "a", "x.npy")) and not os.path.exists(os.path.join(out_dir, "ok.npy")),
+          "nothing was written for a refused --out")
+    os.rename(escape, escape + ".old")
+    with open(escape, "w") as f:
+        json.dump({"buffers": {"ok": {"type": "int", "count": 2, "init": {"fill": 7}}},
+                   "kernels": {}, "launches": [], "outputs": ["ok"]}, f)
+    p = run_with_timeout("run", escape, "--out", out_dir)
+    check(p is not None and p.returncode == 0 and os.path.isfile(os.path.join(out_dir, "ok.npy")),
+          f"--out DIR is made when missing: {p and p.stderr}")
+
 if failures:
     print(f"{len(failures)} failure(s)", file=sys.stderr)
     sys.exit(1)

@@ -26,7 +26,7 @@ TEST(Mapping, MissingFileIsAnIoErrorNamingIt) {
   auto m = disk::Mapping::open("/nonexistent/dir/w.safetensors");
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status(), Status::Io);
-  EXPECT_EQ(m.error().message, "/nonexistent/dir/w.safetensors: cannot open: No such file or directory");
+  EXPECT_EQ(m.error().message, "/nonexistent/dir/w.safetensors: cannot read: No such file or directory");
   disk::DiskPool pool;
   auto p = pool.safetensors("/nonexistent/w.safetensors");
   ASSERT_FALSE(p.ok());
@@ -39,7 +39,7 @@ TEST(Mapping, DirectoryIsNotAFile) {
   auto m = disk::Mapping::open(dir.path());
   ASSERT_FALSE(m.ok());
   EXPECT_EQ(m.status(), Status::Io);
-  EXPECT_EQ(m.error().message, dir.path() + ": not a regular file");
+  EXPECT_EQ(m.error().message, dir.path() + ": cannot read: not a regular file (a directory)");
 }
 
 TEST(Mapping, EmptyFileMapsToNothing) {

@@ -179,7 +179,7 @@ TEST_F(TensorJob, ErrorsNameTheBufferTheFileAndTheTensor) {
 TEST_F(TensorJob, MissingAndMalformedFiles) {
   const std::string missing = dir_.path() + "/nope.safetensors";
   EXPECT_EQ(error_of(one_buffer_job("float", 1, "nope.safetensors", "w"), Status::Io),
-            "buffers.w.init: " + missing + ": cannot open: No such file or directory");
+            "buffers.w.init: " + missing + ": cannot read: No such file or directory");
   const std::string bad = dir_.write(
       "bad.safetensors",
       uvcl::disk_testing::with_header(R"({"w1": {"dtype": "F32", "shape": [25], "data_offsets": [0, 100]}})",

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -8,6 +10,7 @@
 
 #include <simdjson.h>
 
+#include "../watchdog.hpp"
 #include "uvcl/config.hpp"
 
 namespace config_test {
@@ -289,6 +292,30 @@ TEST(ConfigFile, UnreadableIsAnIoErrorNamingThePath) {
   auto dir = uvcl::load_config_file(testing::TempDir());
   ASSERT_FALSE(dir.ok());
   EXPECT_EQ(dir.status(), Status::Io) << dir.error().message;
+}
+
+// A FIFO blocked load_config_file in open() until a writer came; a device
+// (/dev/zero) was read without end. Both are refused before any byte is
+// read, naming the path and what it is; a regular file over 1 MiB too.
+TEST(ConfigFile, OnlyRegularFilesOfBoundedSizeAreRead) {
+  uvcl::testing::Watchdog wd("config FIFO", 30);
+  const std::string fifo = temp_path("config-fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = uvcl::load_config_file(fifo);
+  std::remove(fifo.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status(), Status::Io);
+  EXPECT_EQ(r.error().message, fifo + ": cannot read: not a regular file (a FIFO)");
+
+  r = uvcl::load_config_file("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "/dev/zero: cannot read: not a regular file (a character device)");
+
+  const std::string big = write_file("big.json", "{" + std::string(2u << 20, ' ') + "}");
+  r = uvcl::load_config_file(big);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, big + ": larger than 1048576 bytes (the limit for a config file)");
 }
 
 TEST(LoadConfig, ExplicitPathWinsOverTheEnvironment) {

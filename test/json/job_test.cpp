@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../watchdog.hpp"
 #include "json/job.hpp"
 
 namespace job_test {
@@ -551,6 +555,21 @@ TEST(JobFile, UnreadableIsAnIoErrorNamingThePath) {
   EXPECT_EQ(r.error().message.rfind(missing + ": cannot read: ", 0), 0u) << r.error().message;
 }
 
+TEST(JobFile, OnlyARegularFileIsRead) {
+  uvcl::testing::Watchdog wd("job FIFO", 30);  // a FIFO blocked in open()
+  const std::string fifo = temp_path("job-fifo");
+  std::remove(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto r = uvcl::job::load_job_file(fifo);
+  std::remove(fifo.c_str());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status(), Status::Io);
+  EXPECT_EQ(r.error().message, fifo + ": cannot read: not a regular file (a FIFO)");
+  r = uvcl::job::load_job_file("/dev/zero");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "/dev/zero: cannot read: not a regular file (a character device)");
+}
+
 TEST(Examples, EveryExampleJobParses) {
   const std::filesystem::path dir = std::filesystem::path(UVCL_SOURCE_ROOT) / "examples" / "jobs";
   std::size_t seen = 0;
@@ -566,6 +585,28 @@ TEST(Examples, EveryExampleJobParses) {
     EXPECT_TRUE(uvcl::job::load_job_file(entry.path().string(), ParseOptions{false}).ok()) << entry.path();
   }
   EXPECT_GE(seen, 2u) << dir;
+}
+
+// 200 000 outputs with one duplicate at the end: the duplicate check was a
+// scan of the outputs so far, 2 * 10^10 comparisons (11 s on a server's
+// loop). One flag per buffer makes it linear: well under a second.
+TEST(Job, DuplicateOutputCheckIsLinear) {
+  constexpr int kN = 200000;
+  std::string buffers, outputs;
+  buffers.reserve(kN * 40);
+  outputs.reserve(kN * 10);
+  for (int i = 0; i < kN; ++i) {
+    buffers += (i ? ", \"b" : "\"b") + std::to_string(i) + R"(": {"type": "char", "count": 1})";
+    outputs += (i ? ", \"b" : "\"b") + std::to_string(i) + "\"";
+  }
+  outputs += ", \"b0\"";
+  const std::string doc = "{\"buffers\": {" + buffers + R"(}, "kernels": {}, "launches": [], "outputs": [)" + outputs + "]}";
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = uvcl::job::parse_job(doc, "job.json");
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("outputs[200000]: duplicate output \"b0\""), std::string::npos) << r.error().message;
+  EXPECT_LT(secs, 3.0) << "quadratic duplicate check?";
 }
 
 }  // namespace job_test

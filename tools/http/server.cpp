@@ -64,6 +64,32 @@ std::size_t utf8_sequence(std::string_view s, std::size_t i) {
   return n;
 }
 
+// RFC 9110 5.6.2: a field name is a token. Debian's http_parser is built
+// lenient and lets whitespace into names ("Host : x"), which RFC 9112 5.1
+// says a server must answer 400, as a proxy may read the field differently.
+bool is_token(std::string_view s) {
+  if (s.empty()) return false;
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) != 0) continue;
+    if (std::strchr("!#$%&'*+-.^_`|~", c) == nullptr || c == 0) return false;
+  }
+  return true;
+}
+
+// The peer's address without its port: connections per client are counted by it.
+std::string client_key(const uv_tcp_t& tcp) {
+  sockaddr_storage addr{};
+  int len = sizeof addr;
+  if (uv_tcp_getpeername(&tcp, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return {};
+  if (addr.ss_family == AF_INET6) {
+    const auto* a = reinterpret_cast<const sockaddr_in6*>(&addr);
+    return std::string(reinterpret_cast<const char*>(&a->sin6_addr), sizeof a->sin6_addr);
+  }
+  const auto* a = reinterpret_cast<const sockaddr_in*>(&addr);
+  return std::string(reinterpret_cast<const char*>(&a->sin_addr), sizeof a->sin_addr);
+}
+
 Response header_too_large(std::size_t limit) {
   return error_response(431, "HeaderTooLarge",
                         "the request line and headers exceed " + std::to_string(limit) + " bytes");
@@ -151,6 +177,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (state_ != State::Handling && state_ != State::Lingering) close();
   }
   void answer(std::uint64_t request, Response r);
+  const uv_tcp_t& tcp() const { return tcp_; }
+  // The client address this connection counts against, if counted.
+  std::string client;
+  bool counted = false;
   bool waiting_for(std::uint64_t request) const {
     return !closing_ && state_ == State::Handling && request == request_;
   }
@@ -182,6 +212,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
   bool count_header_bytes(std::size_t len);
   int reject(Response r);
+  std::optional<Response> header_done(const Header& h) const;
+  std::optional<Response> check_token(const std::string* auth) const;
+  bool chunk_end_ok(const char* after_data);
+  bool pending_crlf_ok();
   void feed();
   void dispatch();
   void parse_failed(http_errno err);
@@ -207,6 +241,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Request req_;     // being parsed
   bool in_value_ = false;
   std::size_t header_bytes_ = 0;
+  std::uint64_t request_start_ms_ = 0;  // uv_now at the request's first byte
+  bool headers_done_ = false;
+  // The end of the input http_parser_execute runs over, and the bytes of the CRLF that
+  // must follow a chunk's data not seen yet ("\r\n" or "\n"): the parser is
+  // built lenient and takes any two bytes there.
+  const char* exec_end_ = nullptr;
+  std::uint8_t crlf_pending_ = 0;
   std::optional<Response> reject_;
   bool keep_alive_ = true;
   bool head_ = false;  // the request being answered is a HEAD
@@ -303,13 +344,18 @@ void Connection::on_timer(uv_timer_t* t) {
       ++c.server_.stats_.timeouts_idle;
       c.close();
       break;
-    case State::Reading:
-      ++c.server_.stats_.timeouts_request;
+    case State::Reading: {
+      const Limits& l = c.server_.limits_;
+      const bool headers = !c.headers_done_ && l.header_timeout_ms < l.request_timeout_ms;
+      ++(headers ? c.server_.stats_.timeouts_header : c.server_.stats_.timeouts_request);
       c.respond(error_response(408, "RequestTimeout",
-                               "the request was not complete within " +
-                                   std::to_string(c.server_.limits_.request_timeout_ms) + " ms"),
+                               headers ? "the request line and headers were not complete within " +
+                                             std::to_string(l.header_timeout_ms) + " ms"
+                                       : "the request was not complete within " +
+                                             std::to_string(l.request_timeout_ms) + " ms"),
                 After::Linger);
       break;
+    }
     case State::Lingering:
       c.close();
       break;
@@ -386,7 +432,13 @@ int Connection::on_message_begin(http_parser* p) {
   c.header_bytes_ = 0;
   c.reject_.reset();
   c.head_ = false;
-  c.arm(c.server_.limits_.request_timeout_ms);
+  c.headers_done_ = false;
+  c.crlf_pending_ = 0;
+  // A client trickling header bytes holds a connection slot until the header
+  // deadline, shorter than the request's: headers are small.
+  const Limits& l = c.server_.limits_;
+  c.request_start_ms_ = uv_now(c.tcp_.loop);
+  c.arm(std::min(l.header_timeout_ms, l.request_timeout_ms));
   return 0;
 }
 
@@ -401,6 +453,10 @@ int Connection::on_header_field(http_parser* p, const char* at, std::size_t len)
   Connection& c = of(p);
   if (!c.count_header_bytes(len)) return c.reject(header_too_large(c.server_.limits_.max_header_bytes));
   if (c.in_value_ || c.req_.headers.empty()) {
+    // The previous header is complete: check it now, so that a bad token is
+    // answered before the client sends (or trickles) the rest.
+    if (!c.req_.headers.empty())
+      if (auto refused = c.header_done(c.req_.headers.back())) return c.reject(std::move(*refused));
     if (c.req_.headers.size() >= kMaxHeaders)
       return c.reject(error_response(431, "HeaderTooLarge",
                                      "more than " + std::to_string(kMaxHeaders) + " header fields"));
@@ -420,9 +476,43 @@ int Connection::on_header_value(http_parser* p, const char* at, std::size_t len)
   return 0;
 }
 
+// A header just completed: its name must be a token (400), and an
+// Authorization header must carry the token (401), decided at once.
+std::optional<Response> Connection::header_done(const Header& h) const {
+  if (!is_token(h.name))
+    return error_response(400, "BadRequest",
+                          "invalid header name " + json_string(h.name) +
+                              " (a token: no whitespace before the colon, no control characters)");
+  if (!server_.token_.empty() && iequals(h.name, "authorization")) return check_token(&h.value);
+  return std::nullopt;
+}
+
+// 401 unless `auth` (an Authorization value, or null when there is none)
+// is "Bearer <token>" with the server's token.
+std::optional<Response> Connection::check_token(const std::string* auth) const {
+  const std::string& token = server_.token_;
+  constexpr std::string_view kBearer = "bearer ";
+  const std::string_view value = auth ? trim(*auth) : std::string_view();
+  bool ok = false;
+  if (auth && value.size() > kBearer.size() && iequals(value.substr(0, kBearer.size()), kBearer))
+    ok = constant_time_equal(trim(value.substr(kBearer.size())), token);
+  if (ok) return std::nullopt;
+  Response resp =
+      error_response(401, "Unauthorized", auth ? "invalid bearer token" : "missing \"Authorization: Bearer <token>\"");
+  resp.headers.push_back({"WWW-Authenticate", "Bearer"});
+  return resp;
+}
+
 int Connection::on_headers_complete(http_parser* p) {
   Connection& c = of(p);
   Request& r = c.req_;
+  // Only HTTP/1.0 and 1.1 are spoken; http_parser takes any digits.
+  if (p->http_major != 1 || p->http_minor > 1)
+    return c.reject(error_response(505, "HTTPVersionNotSupported",
+                                   "HTTP/" + std::to_string(p->http_major) + "." + std::to_string(p->http_minor) +
+                                       " is not supported (HTTP/1.0 and HTTP/1.1 are)"));
+  if (!r.headers.empty())
+    if (auto refused = c.header_done(r.headers.back())) return c.reject(std::move(*refused));
   for (Header& h : r.headers) {
     std::transform(h.name.begin(), h.name.end(), h.name.begin(), lower);
     h.value = std::string(trim(h.value));
@@ -442,20 +532,8 @@ int Connection::on_headers_complete(http_parser* p) {
   if (u.field_set & (1 << UF_QUERY))
     r.query = r.target.substr(u.field_data[UF_QUERY].off, u.field_data[UF_QUERY].len);
 
-  const std::string& token = c.server_.token_;
-  if (!token.empty()) {
-    const std::string* auth = r.header("authorization");
-    constexpr std::string_view kBearer = "bearer ";
-    bool ok = false;
-    if (auth && auth->size() > kBearer.size() && iequals(std::string_view(*auth).substr(0, kBearer.size()), kBearer))
-      ok = constant_time_equal(trim(std::string_view(*auth).substr(kBearer.size())), token);
-    if (!ok) {
-      Response resp = error_response(401, "Unauthorized",
-                                     auth ? "invalid bearer token" : "missing \"Authorization: Bearer <token>\"");
-      resp.headers.push_back({"WWW-Authenticate", "Bearer"});
-      return c.reject(std::move(resp));
-    }
-  }
+  // Each Authorization header was checked as it completed; none at all is a 401 too.
+  if (!c.server_.token_.empty() && !r.header("authorization")) return c.reject(*c.check_token(nullptr));
 
   const std::size_t max_body = c.server_.limits_.max_body_bytes;
   if ((p->flags & F_CONTENTLENGTH) && p->content_length > max_body)
@@ -467,7 +545,36 @@ int Connection::on_headers_complete(http_parser* p) {
       return c.reject(error_response(417, "ExpectationFailed", "unsupported Expect: " + *expect));
     if (r.http_major == 1 && r.http_minor >= 1) c.write("HTTP/1.1 100 Continue\r\n\r\n", {});
   }
+  // The headers are in: what is left of the request's own deadline.
+  c.headers_done_ = true;
+  const std::uint64_t elapsed = uv_now(c.tcp_.loop) - c.request_start_ms_;
+  const std::uint64_t total = c.server_.limits_.request_timeout_ms;
+  c.arm(elapsed < total ? total - elapsed : 1);
   return 0;
+}
+
+// Chunk data must be followed by CRLF; `after_data` is the byte after a
+// chunk's last one. Bytes not received yet are checked by pending_crlf_ok.
+bool Connection::chunk_end_ok(const char* after_data) {
+  static constexpr char kCrlf[] = "\r\n";
+  const std::size_t avail = static_cast<std::size_t>(exec_end_ - after_data);
+  const std::size_t n = std::min<std::size_t>(avail, 2);
+  for (std::size_t k = 0; k < n; ++k)
+    if (after_data[k] != kCrlf[k]) return false;
+  crlf_pending_ = static_cast<std::uint8_t>(2 - n);
+  return true;
+}
+
+// The rest of a chunk's CRLF, at the front of the input received since.
+bool Connection::pending_crlf_ok() {
+  while (crlf_pending_ > 0 && !in_.empty()) {
+    const std::size_t seen = in_.size() >= crlf_pending_ ? crlf_pending_ : in_.size();
+    const char* expected = crlf_pending_ == 2 ? "\r\n" : "\n";
+    if (in_.compare(0, seen, expected, seen) != 0) return false;
+    crlf_pending_ = static_cast<std::uint8_t>(crlf_pending_ - seen);
+    if (seen < 2) break;
+  }
+  return true;
 }
 
 int Connection::on_body(http_parser* p, const char* at, std::size_t len) {
@@ -477,6 +584,8 @@ int Connection::on_body(http_parser* p, const char* at, std::size_t len) {
     return c.reject(error_response(413, "PayloadTooLarge",
                                    "the body exceeds the limit of " + std::to_string(max_body) + " bytes"));
   c.req_.body.append(at, len);
+  if ((p->flags & F_CHUNKED) && p->content_length == 0 && !c.chunk_end_ok(at + len))
+    return c.reject(error_response(400, "BadRequest", "malformed chunked body: chunk data not followed by CRLF"));
   return 0;
 }
 
@@ -492,6 +601,12 @@ void Connection::feed() {
   feeding_ = true;
   auto self = shared_from_this();  // a handler may close us
   while (!closing_ && (state_ == State::Idle || state_ == State::Reading) && !in_.empty() && !write_blocked()) {
+    if (!pending_crlf_ok()) {
+      respond(error_response(400, "BadRequest", "malformed chunked body: chunk data not followed by CRLF"),
+              After::Linger);
+      break;
+    }
+    exec_end_ = in_.data() + in_.size();
     const std::size_t n = http_parser_execute(&parser_, &settings(), in_.data(), in_.size());
     const http_errno err = HTTP_PARSER_ERRNO(&parser_);
     in_.erase(0, n);
@@ -707,11 +822,27 @@ void Server::on_connection(uv_stream_t* listener, int status) {
     raw->close();
     return;
   }
+  if (const std::size_t cap = s.limits_.max_connections_per_client; cap > 0) {
+    std::string key = client_key(raw->tcp());
+    std::size_t& open = s.per_client_[key];
+    if (open >= cap) {
+      ++s.stats_.connections_rejected;
+      raw->close();
+      return;
+    }
+    ++open;
+    raw->client = std::move(key);
+    raw->counted = true;
+  }
   ++s.stats_.connections_total;
   raw->start();
 }
 
 void Server::remove(Connection* c) {
+  if (c->counted) {
+    auto it = per_client_.find(c->client);
+    if (it != per_client_.end() && --it->second == 0) per_client_.erase(it);
+  }
   connections_.erase(c);  // may free c
   stats_.connections_active = connections_.size();
   check_closed();

@@ -13,9 +13,10 @@
 // Connection states and their timer:
 //   Idle      keep-alive, waiting for the first byte of a request: closed
 //             after Limits::idle_timeout_ms.
-//   Reading   a request has begun: it must be complete within
-//             Limits::request_timeout_ms of its first byte (slow clients are
-//             answered 408 and closed), whatever the pace of its bytes.
+//   Reading   a request has begun: its request line and headers must be
+//             complete within Limits::header_timeout_ms of its first byte,
+//             and all of it within Limits::request_timeout_ms (slow clients
+//             are answered 408 and closed), whatever the pace of its bytes.
 //   Handling  the handler has the request: no timer (a job takes what it
 //             takes). The peer closing here closes the connection; the
 //             answer is then dropped.
@@ -36,6 +37,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include <uv.h>
@@ -81,7 +83,11 @@ struct Limits {
   std::size_t max_body_bytes = 8u << 20;      // larger: 413
   std::size_t max_header_bytes = 16u << 10;   // request line + headers; larger: 431
   std::size_t max_connections = 256;          // more are accepted and closed at once
+  // Open connections from one client address (IPv4, or IPv6 address); more
+  // are accepted and closed at once, so one client cannot take every slot. 0: no cap.
+  std::size_t max_connections_per_client = 64;
   std::uint64_t idle_timeout_ms = 10'000;     // keep-alive connection with no request
+  std::uint64_t header_timeout_ms = 5'000;    // first byte to the end of the headers
   std::uint64_t request_timeout_ms = 30'000;  // first byte to last byte of one request
   std::uint64_t linger_ms = 1'000;            // see Lingering above
 };
@@ -109,7 +115,7 @@ struct ServerStats {
   std::uint64_t connections_total = 0;     // accepted
   std::uint64_t connections_rejected = 0;  // over max_connections, or while stopping
   std::uint64_t requests_total = 0;        // complete requests handed to the handler
-  std::uint64_t timeouts_idle = 0, timeouts_request = 0;
+  std::uint64_t timeouts_idle = 0, timeouts_header = 0, timeouts_request = 0;
   std::uint64_t responses_dropped = 0;     // answers whose connection had closed
   std::map<int, std::uint64_t> responses;  // status code -> count
 };
@@ -159,6 +165,7 @@ class Server {
   bool stopping_ = false;
   std::function<void()> on_closed_;
   std::map<Connection*, std::shared_ptr<Connection>> connections_;
+  std::unordered_map<std::string, std::size_t> per_client_;  // open connections by client address
   ServerStats stats_;
   std::vector<char> read_buffer_;  // shared by all connections: one thread
 };
