@@ -457,7 +457,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   void cancel_scopes();  // shutdown
 
   // transfers.cpp
-  CommandId cross_read(std::uint64_t xid, std::size_t chunk);  // enqueues it; the caller counts reads_issued
+  CommandId cross_read(std::uint64_t xid, std::size_t i);  // enqueues chunk i's read; the caller counts reads_issued
   void release_snapshot(CrossCopy& x);
   void cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error);
   void cross_start_writes(std::uint64_t cross);

@@ -335,8 +335,9 @@ cl_int Engine::Impl::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const st
         const void* value = nullptr;
         if (a.kind == KernelArg::Kind::Buffer) {
           cl_mem m = buffers.at(a.buffer.id).mem;
-          want.size = sizeof m;  // NOLINT(bugprone-sizeof-expression): the handle itself is the argument
-          std::memcpy(want.bytes.data(), static_cast<const void*>(&m), sizeof m);
+          // The handle itself is the argument.
+          want.size = sizeof(cl_mem);  // NOLINT(bugprone-sizeof-expression)
+          std::memcpy(want.bytes.data(), static_cast<const void*>(&m), sizeof(cl_mem));  // NOLINT(bugprone-sizeof-expression)
           want.frees = buffers_freed;
           value = want.bytes.data();
         } else if (a.kind == KernelArg::Kind::Scalar) {

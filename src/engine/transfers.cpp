@@ -229,10 +229,13 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
     x.chunks[i].bytes = std::min(kCrossChunk, bytes - i * kCrossChunk);
   }
   StagingPool& pool = *e.devices[s.device]->staging;
+  auto give_back_all = [&] {
+    for (const CrossChunk& c : x.chunks) pool.give_back(c.staging);
+  };
   for (std::size_t i = 0; i < ring; ++i) {
     auto st = pool.acquire(x.chunks[i].bytes);
     if (!st) {
-      for (CrossChunk& c : x.chunks) pool.give_back(c.staging);
+      give_back_all();
       return std::move(st).error().context("cross-device copy");
     }
     x.chunks[i].staging = st.value();
@@ -243,7 +246,7 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
     // now, in program order, on the source device.
     auto snap = allocate(s.device, bytes);
     if (!snap) {
-      for (CrossChunk& c : x.chunks) pool.give_back(c.staging);
+      give_back_all();
       return std::move(snap).error().context("cross-device copy: snapshot of buffer " + std::to_string(src.id));
     }
     Command c;
@@ -277,8 +280,8 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
 }
 
 CommandId Engine::Impl::cross_read(std::uint64_t xid, std::size_t i) {
-  CrossCopy& x = crosses.at(xid);
-  CrossChunk& chunk = x.chunks[i];
+  const CrossCopy& x = crosses.at(xid);
+  const CrossChunk& chunk = x.chunks[i];
   Command r;
   r.op = Op::Read;
   r.accesses.push_back(Access{x.read_from, true, false});
