@@ -13,14 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "uvcl/engine.hpp"
+#include "cl/kernel_info.hpp"
 
 namespace uvcl {
 
-struct CachedKernel {
-  std::string name;
-  std::vector<KernelParam> params;
-};
+using CachedKernel = cl::KernelInfo;
 
 struct CacheEntry {
   std::vector<unsigned char> binary;

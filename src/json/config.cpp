@@ -61,19 +61,37 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       else return r.fail(p, "expected \"auto\", \"all\" or \"awaited\", got \"" + std::string(s) + "\"");
       return {};
     }
-    if (key == "library") {
+    if (key == "compile") {
+      std::string_view s;
+      UVCL_TRY(r.get_string(f, p, s, "\"process\" or \"inline\""));
+      if (s == "process") cfg.compile = CompileMode::Process;
+      else if (s == "inline") cfg.compile = CompileMode::Inline;
+      else return r.fail(p, "expected \"process\" or \"inline\", got \"" + std::string(s) + "\"");
+      return {};
+    }
+    if (key == "library" || key == "compiler" || key == "build_options") {
       std::string_view s;
       UVCL_TRY(r.get_string(f, p, s));
-      cfg.library = s;
+      (key == "library" ? cfg.library : key == "compiler" ? cfg.compiler : cfg.build_options) = s;
       return {};
     }
     if (key == "absorb_sigabrt") return r.get_bool(f, p, cfg.absorb_sigabrt);
     if (key == "profile") return r.get_bool(f, p, cfg.profile);
-    if (key == "program_memo" || key == "spin_us") {
-      const std::uint64_t hi = key == "program_memo" ? kMaxProgramMemo : kMaxSpinUs;
+    if (key == "program_memo" || key == "spin_us" || key == "compiler_idle_ms") {
+      const std::uint64_t hi = key == "program_memo" ? kMaxProgramMemo
+                               : key == "spin_us"    ? kMaxSpinUs
+                                                     : kMaxCompilerIdleMs;
       std::uint64_t n = 0;
       UVCL_TRY(r.get_uint(f, p, 0, hi, n));
-      (key == "program_memo" ? cfg.program_memo : cfg.spin_us) = static_cast<unsigned>(n);
+      (key == "program_memo" ? cfg.program_memo : key == "spin_us" ? cfg.spin_us : cfg.compiler_idle_ms) =
+          static_cast<unsigned>(n);
+      return {};
+    }
+    if (key == "compilers" || key == "compile_timeout_ms") {
+      const std::uint64_t hi = key == "compilers" ? kMaxCompilers : kMaxCompileTimeoutMs;
+      std::uint64_t n = 0;
+      UVCL_TRY(r.get_uint(f, p, 1, hi, n));
+      (key == "compilers" ? cfg.compilers : cfg.compile_timeout_ms) = static_cast<unsigned>(n);
       return {};
     }
     // key == "cache_dir": fields() admits no other key.
@@ -89,7 +107,9 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo", "spin_us", "command_events"}, field);
+                                "program_memo", "spin_us", "command_events", "compile", "compiler", "compilers",
+                                "compile_timeout_ms", "compiler_idle_ms", "build_options"},
+                  field);
 }
 
 Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {
@@ -111,7 +131,10 @@ Result<void> validate_config(const Config& config) {
   const Range ranges[] = {{"opencl.queues", config.queues, 1, kMaxQueues},
                           {"opencl.window", config.window, 1, kMaxWindow},
                           {"opencl.program_memo", config.program_memo, 0, kMaxProgramMemo},
-                          {"opencl.spin_us", config.spin_us, 0, kMaxSpinUs}};
+                          {"opencl.spin_us", config.spin_us, 0, kMaxSpinUs},
+                          {"opencl.compilers", config.compilers, 1, kMaxCompilers},
+                          {"opencl.compile_timeout_ms", config.compile_timeout_ms, 1, kMaxCompileTimeoutMs},
+                          {"opencl.compiler_idle_ms", config.compiler_idle_ms, 0, kMaxCompilerIdleMs}};
   for (const Range& r : ranges)
     if (r.value < r.lo || r.value > r.hi)
       return Error{Status::InvalidConfig, std::string(r.key) + " (" + std::to_string(r.value) + ") is outside " +
