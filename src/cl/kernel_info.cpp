@@ -27,6 +27,18 @@ std::size_t type_size(std::string name) {
   return 0;
 }
 
+std::string build_log(const Api& api, cl_program program, cl_device_id device) {
+  std::size_t size = 0;
+  std::string log;
+  if (api.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS && size > 0) {
+    log.resize(size);
+    if (api.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr) != CL_SUCCESS)
+      log.clear();
+    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
+  }
+  return log;
+}
+
 Result<std::vector<KernelParam>> kernel_params(const Api& api, cl_kernel kernel) {
   std::vector<KernelParam> params;
   cl_uint n = 0;

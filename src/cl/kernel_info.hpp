@@ -27,6 +27,10 @@ Result<std::vector<KernelParam>> kernel_params(const Api& api, cl_kernel kernel)
 // Every kernel of a built program, with its parameters.
 Result<std::vector<KernelInfo>> program_kernels(const Api& api, cl_program program);
 
+// The build log of `program` for `device`, without trailing NULs and
+// newlines; "" if the driver gives none.
+std::string build_log(const Api& api, cl_program program, cl_device_id device);
+
 // Size of an OpenCL C scalar or vector type as the compiler names it
 // ("uint", "float4"); 0 when unknown (the size is then not checked).
 std::size_t type_size(std::string name);

@@ -101,17 +101,6 @@ Args parse_args(int argc, char** argv) {
   return a;
 }
 
-std::string build_log(const cl::Api& api, cl_program p, cl_device_id dev) {
-  std::size_t size = 0;
-  std::string log;
-  if (api.clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS && size > 0) {
-    log.resize(size);
-    api.clGetProgramBuildInfo(p, dev, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-    while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-  }
-  return log;
-}
-
 compiler::BuildResult build(const cl::Api& api, cl_context ctx, cl_device_id dev, const compiler::BuildRequest& req) {
   using Outcome = compiler::BuildResult::Outcome;
   compiler::BuildResult out;
@@ -127,7 +116,7 @@ compiler::BuildResult build(const cl::Api& api, cl_context ctx, cl_device_id dev
   rc = api.clBuildProgram(p, 1, &dev, req.options.c_str(), nullptr, nullptr);
   if (rc == CL_BUILD_PROGRAM_FAILURE) {
     out.outcome = Outcome::BuildFailed;
-    out.log = build_log(api, p, dev);
+    out.log = cl::build_log(api, p, dev);
   } else if (rc != CL_SUCCESS) {
     out.log = cl::call_error(Status::KernelCompilation, "clBuildProgram", rc).message;
   } else {

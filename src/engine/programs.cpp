@@ -225,18 +225,10 @@ void Engine::Impl::poll_builds() {
         p.build = ProgramRec::Build::Failed;
         p.error = Error{Status::KernelCompilation, "clBuildProgram: rebuilding from source failed"};
       } else {
-        std::size_t size = 0;
-        std::string log;
-        if (api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS &&
-            size > 0) {
-          log.resize(size);
-          api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-          while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-        }
         p.build = ProgramRec::Build::Failed;
         // A binary from the compiler process that does not build here is
         // not rebuilt from source: that would be a build on the loop.
-        p.error = build_log_error(p.device, std::move(log), p.from_process);
+        p.error = build_log_error(p.device, cl::build_log(*api, p.program, dev), p.from_process);
       }
     }
     building[i] = building.back();
