@@ -137,11 +137,11 @@ void CompilerProcess::on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf
       return;
     }
     if (!*frame) return;
-    self->on_frame(std::move(**frame));
+    self->on_frame(**frame);
   }
 }
 
-void CompilerProcess::on_frame(compiler::Frame frame) {
+void CompilerProcess::on_frame(const compiler::Frame& frame) {
   using compiler::Type;
   switch (frame.type) {
     case Type::Ready:

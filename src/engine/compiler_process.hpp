@@ -84,7 +84,7 @@ class CompilerProcess {
   ~CompilerProcess() = default;
 
   void send_build();
-  void on_frame(compiler::Frame frame);
+  void on_frame(const compiler::Frame& frame);
   void violation(const std::string& what);
   // Tells the owner (once) and closes.
   void lose(Lost how, const Error& why);
@@ -108,7 +108,7 @@ class CompilerProcess {
   std::uint64_t program_ = 0;  // the build in flight (0: none)
   std::optional<compiler::BuildRequest> unsent_;  // waiting for Ready
   compiler::FrameReader frames_;
-  char read_buffer_[64 * 1024];
+  char read_buffer_[64 * 1024]{};
 };
 
 // "SIGSEGV", "SIGABRT", ... ("signal N" for one without a name here).

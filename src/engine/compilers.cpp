@@ -137,7 +137,7 @@ void DeviceCompilers::on_result(CompilerProcess&, compiler::BuildResult result) 
     } else {
       p.build = ProgramRec::Build::Failed;
       p.error = result.outcome == Outcome::BuildFailed
-                    ? build_log_error(device, std::move(result.log), false)
+                    ? build_log_error(device, result.log, false)
                     : Error{Status::KernelCompilation, "the OpenCL compiler, building program " +
                                                            std::to_string(result.program) + ": " + result.log};
     }

@@ -505,6 +505,6 @@ void CL_CALLBACK on_cl_event(cl_event ev, cl_int status, void* token);
 // A build that failed with a build log (programs.cpp): the same words
 // whether the log came from clBuildProgram here or from a compiler process.
 // from_process_binary: the compiler's binary did not build in the engine.
-Error build_log_error(std::uint32_t device, std::string log, bool from_process_binary);
+Error build_log_error(std::uint32_t device, const std::string& log, bool from_process_binary);
 
 }  // namespace uvcl

@@ -27,7 +27,7 @@ std::string build_options(const Config& config, const std::string& options, Buil
 
 }  // namespace
 
-Error build_log_error(std::uint32_t device, std::string log, bool from_process_binary) {
+Error build_log_error(std::uint32_t device, const std::string& log, bool from_process_binary) {
   return Error{Status::KernelCompilation,
                "clBuildProgram: CL_BUILD_PROGRAM_FAILURE on device " + std::to_string(device) +
                    (from_process_binary ? " (the binary from the OpenCL compiler does not load in the engine's context)"
@@ -172,9 +172,9 @@ void Engine::Impl::store_in_cache(ProgramRec& p) {
   entry.binary.resize(size);
   unsigned char* ptr = entry.binary.data();
   if (api->clGetProgramInfo(p.program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) != CL_SUCCESS) return;
-  auto kernels = cl::program_kernels(*api, p.program);
-  if (!kernels) return;
-  entry.kernels = std::move(kernels.value());
+  auto infos = cl::program_kernels(*api, p.program);
+  if (!infos) return;
+  entry.kernels = std::move(infos.value());
   const bool stored = cache->store(*p.cache_key, entry);
   if (config.debug_backends)
     std::fprintf(stderr, "uvcl: program cache: %s %s\n", stored ? "stored" : "could not store",
