@@ -13,7 +13,9 @@
 
 #include "../watchdog.hpp"
 #include "compiler/protocol.hpp"
+#include "engine/job_runner.hpp"
 #include "engine_fixture.hpp"
+#include "json/job.hpp"
 
 namespace uvcl::testing::compiler_tests {
 
@@ -169,7 +171,9 @@ TEST_F(CompilerProcessTest, CrashIsAnErrorAndTheNextCompileWorks) {
 #else
   const bool aborted = false;
 #endif
-  if (!aborted) EXPECT_EQ(result.error().message, "the OpenCL compiler crashed (SIGSEGV" + rest);
+  if (!aborted) {
+    EXPECT_EQ(result.error().message, "the OpenCL compiler crashed (SIGSEGV" + rest);
+  }
   EXPECT_EQ(eng().stats().compiler_failures, 1u);
   EXPECT_FALSE(eng().kernel(p.value(), "k").ok());
   // The engine goes on: a new process builds the next source.
@@ -310,6 +314,25 @@ TEST_F(CompilerProcessTest, BuildOptionsCanBeReplaced) {
   c.build_options = "";
   make_engine(c);
   EXPECT_NE(run(BuildOptionsMode::Add, ""), 0);
+}
+
+TEST_F(CompilerProcessTest, JobKernelBuildOptionsReplaceTheEngines) {
+  Watchdog dog("JobKernelBuildOptionsReplaceTheEngines", 120);
+  auto run = [&](const std::string& kernel_keys) {
+    const std::string json =
+        R"({"kernels": {"k": {"source": "#if __FINITE_MATH_ONLY__\n#error built with fast math\n#endif\n)"
+        R"(__kernel void one(__global uint* x) { x[get_global_id(0)] = 1u; }\n", "entry": "one")" +
+        kernel_keys + R"(}}, "buffers": {"x": {"type": "uint", "count": 4}},)"
+        R"( "launches": [{"kernel": "k", "args": ["x"], "global": [4]}], "outputs": ["x"]})";
+    auto j = job::parse_job(json, "job.json");
+    EXPECT_TRUE(j.ok()) << j.error().message;
+    return job::run_job_sync(eng(), std::move(j.value()), job::RunOptions{});
+  };
+  auto replaced = run(R"(, "build_options": "")");
+  EXPECT_TRUE(replaced.ok()) << replaced.error().message;
+  auto defaults = run("");
+  ASSERT_FALSE(defaults.ok());
+  EXPECT_NE(defaults.error().message.find("built with fast math"), std::string::npos) << defaults.error().message;
 }
 
 TEST_F(CompilerProcessTest, MissingCompilerFallsBackToInline) {
