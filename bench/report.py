@@ -77,7 +77,8 @@ DESCRIPTIONS = {
           "inside each engine call and inside each engine loop callback (prepare, poll timer, async), and the "
           "worst lag of a 1 ms timer meanwhile. uvcl builds in its compiler process (the default), uvcl_inline "
           "with clBuildProgram on the loop. Cold: a source no cache has seen; warm: the same source again in the "
-          "same engine (the program memo answers); rebuild: the same source again with the memo off, so the build "
+          "same engine (the program memo answers); cold_next: another new source in that engine (the compiler "
+          "process is running); rebuild: the same source again with the memo off, so the build "
           "reaches the compiler process (already running; PoCL's kernel cache warm) or clBuildProgram. Bare: the "
           "duration of the blocking clBuildProgram.",
 }
@@ -316,7 +317,7 @@ def targets(fid, F):
                     (fmt(u), fmt(val(f, "9.cpu", "bare")), fmt(val(f, "9.loop_thread_cpu", "uvcl")),
                      fmt(val(f, "9.wakeups", "uvcl"))), None if u is None else u < 1))
     elif fid == "10":
-        for ph in ("cold", "warm", "rebuild"):
+        for ph in ("cold", "warm", "cold_next", "rebuild"):
             h = val(f, "10.%s.max_hold" % ph, "uvcl")
             out.append(("%s: the loop is never held more than 1 ms by a compile in process mode" % ph,
                         "longest hold %s ms (inline %s ms; with cache_dir %s ms; bare clBuildProgram %s ms); "

@@ -2136,12 +2136,14 @@ StallResult stall_phase(Engine& e, std::size_t d, const std::string& src) {
 }
 
 // One configuration of figure 10: a cold compile (a source no cache has
-// seen) and a warm one (the same source again: the memo answers) in one
-// engine, then, in an engine with the memo off, a rebuild: the same source
-// twice, the second time with the driver's kernel cache warm and (process
-// mode) the compiler process already running: what reaches the compiler.
+// seen; the engine's first, so in process mode it starts the compiler),
+// a warm one (the same source again: the memo answers) and another cold one
+// (a new source; the compiler is running) in one engine, then, in an
+// engine with the memo off, a rebuild: the same source twice, the second
+// time with the driver's kernel cache warm and (process mode) the compiler
+// process already running: what reaches the compiler.
 struct StallSet {
-  StallResult cold, warm, rebuild;
+  StallResult cold, warm, cold_next, rebuild;
 };
 StallSet stall_set(Ctx& c, uvcl::CompileMode mode, const std::string& cache_dir = {}) {
   StallSet s;
@@ -2151,6 +2153,7 @@ StallSet stall_set(Ctx& c, uvcl::CompileMode mode, const std::string& cache_dir 
     auto eng = make_engine(c, 8, cache_dir, std::nullopt, 0, with_mode);
     s.cold = stall_phase(*eng, c.local, src);
     s.warm = stall_phase(*eng, c.local, src);
+    s.cold_next = stall_phase(*eng, c.local, unique_source());
   }
   {
     auto eng = make_engine(c, 8, cache_dir, std::nullopt, 0, [mode](uvcl::Config& cfg) {
@@ -2205,7 +2208,7 @@ Json fig10(Ctx& c) {
     bwarm = us_since(t0);
   }
   fig["uvcl_cache_present"] = cached;
-  auto rows = [&](const char* phase, const StallResult& pu, const StallResult& pi, const StallResult& pc,
+  auto rows = [&](const char* phase, const StallResult& pu, const StallResult& pi, const StallResult* pc,
                   std::optional<double> bare_us) {
     const std::string p = phase;
     auto row = [&](const std::string& key, const std::string& label, const char* unit,
@@ -2213,7 +2216,7 @@ Json fig10(Ctx& c) {
       Json& j = add_row(fig, "10." + p + "." + key, p + ": " + label, unit, false);
       j["uvcl"] = pu.*field / scale;
       j["uvcl_inline"] = pi.*field / scale;
-      j["uvcl_cache"] = pc.*field / scale;
+      if (pc) j["uvcl_cache"] = pc->*field / scale;
       if (with_bare && bare_us) j["bare"] = *bare_us / 1e3;
     };
     row("compile_call", "time inside compile() (loop blocked)", "ms", &StallResult::compile_call_us, 1e3, true);
@@ -2226,11 +2229,13 @@ Json fig10(Ctx& c) {
     row("ready", "compile() to the first read-back", "ms", &StallResult::ready_ms, 1, false);
     row("kernel_call", "time inside kernel()", "us", &StallResult::kernel_call_us, 1, false);
   };
-  rows("cold", u.cold, in.cold, cc.cold, bcold);
-  rows("warm", u.warm, in.warm, cc.warm, bwarm);
-  rows("rebuild", u.rebuild, in.rebuild, cc.rebuild, bwarm);
+  rows("cold", u.cold, in.cold, &cc.cold, bcold);
+  rows("warm", u.warm, in.warm, &cc.warm, bwarm);
+  rows("cold_next", u.cold_next, in.cold_next, nullptr, std::nullopt);
+  rows("rebuild", u.rebuild, in.rebuild, &cc.rebuild, bwarm);
   fig["probe"]["uvcl_cold"] = u.cold.probe;
   fig["probe"]["uvcl_warm"] = u.warm.probe;
+  fig["probe"]["uvcl_cold_next"] = u.cold_next.probe;
   fig["probe"]["uvcl_rebuild"] = u.rebuild.probe;
   fig["probe"]["inline_cold"] = in.cold.probe;
   fig["probe"]["inline_rebuild"] = in.rebuild.probe;
