@@ -44,6 +44,18 @@ std::vector<std::string> compiler_candidates(const Config& config) {
 bool Engine::Impl::build_in_process(std::uint64_t id, ProgramRec& p) {
   DeviceCompilers& dc = devices[p.device]->compilers;
   if (config.compile == CompileMode::Inline || dc.inline_only) return false;
+  // The Build frame's length field would not hold it (the compiler refuses
+  // a frame beyond kMaxPayload): an error here, named, not a broken stream.
+  const std::size_t payload = 8 + 4 + p.options.size() + 4 + p.source.size();
+  if (payload > compiler::kMaxPayload) {
+    p.build = ProgramRec::Build::Failed;
+    p.error = Error{Status::KernelCompilation,
+                    "program " + std::to_string(id) + ": the source (" + std::to_string(p.source.size()) +
+                        " bytes) and its options exceed the compiler process's frame limit of " +
+                        std::to_string(compiler::kMaxPayload) + " bytes"};
+    loop::wake(handles->wake_token());
+    return true;
+  }
   p.build = ProgramRec::Build::Queued;
   dc.waiting.push_back(id);
   dispatch_builds(dc);

@@ -338,6 +338,21 @@ TEST_F(CompilerProcessTest, JobKernelBuildOptionsReplaceTheEngines) {
   EXPECT_NE(defaults.error().message.find("built with fast math"), std::string::npos) << defaults.error().message;
 }
 
+TEST_F(CompilerProcessTest, SourceBeyondTheFrameLimitIsAnError) {
+  Watchdog dog("SourceBeyondTheFrameLimitIsAnError", 120);
+  Config c = config();
+  c.program_memo = 0;  // no memo key: one copy of the source fewer
+  make_engine(c);
+  std::string huge(compiler::kMaxPayload, ' ');
+  huge += kTwiceKernel;
+  const std::string err = compile_error(huge);
+  EXPECT_NE(err.find(" bytes) and its options exceed the compiler process's frame limit of 268435456 bytes"),
+            std::string::npos)
+      << err.substr(0, 300);
+  EXPECT_EQ(eng().stats().compiler_starts, 0u);
+  EXPECT_EQ(compile_error(nonce() + kTwiceKernel), "");  // the next compile goes to the compiler
+}
+
 TEST_F(CompilerProcessTest, MissingCompilerFallsBackToInline) {
   Watchdog dog("MissingCompilerFallsBackToInline", 120);
   Config c = config();
