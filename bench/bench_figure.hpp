@@ -2,6 +2,7 @@
 // the benchmarked device, engines made for it, and the figure's JSON rows.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,12 +63,14 @@ inline void must(Result<void> r, const std::string& what) {
 // driver's threads run in the process); `local` is the device's index there.
 inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std::string& cache_dir = {},
                                            std::optional<std::vector<std::size_t>> platforms = std::nullopt,
-                                           unsigned spin_us = 0) {
+                                           unsigned spin_us = 0,
+                                           const std::function<void(uvcl::Config&)>& tweak = {}) {
   uvcl::Config cfg;
   cfg.queues = queues;
   cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;
   cfg.command_events = c.opt.engine_events;
   cfg.cache_dir = cache_dir;
+  if (tweak) tweak(cfg);
   cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
   auto e = must(Engine::create(cfg), "Engine::create");
   if (!platforms && (e->device_count() <= c.local || e->device(c.local).name != c.dev().info.name))

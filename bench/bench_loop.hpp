@@ -107,6 +107,9 @@ class Probe {
               break;
             }
             case UV_TIMER:
+              // The engine's poll timer is the loop's first: a compiler
+              // process's timer comes later (compile_timeout_ms, idle).
+              if (s().timer) break;
               s().timer = reinterpret_cast<uv_timer_t*>(h);
               s().timer_cb = nullptr;
               rewrap_timer();

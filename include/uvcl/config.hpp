@@ -17,7 +17,13 @@
 //       "profile": false,                 // profiling queues (device times in traces)
 //       "spin_us": 0,                     // spin for completions, 0..1000000 us
 //       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
-//       "command_events": "auto"          // "auto" | "all" | "awaited" (below)
+//       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
+//       "compile": "process",             // "process" | "inline" (below)
+//       "compiler": "",                   // uvcl-compiler's path; "": found next to libuvcl
+//       "compilers": 1,                   // compiler processes per device, 1..64
+//       "compile_timeout_ms": 60000,      // a build's limit in a compiler process
+//       "compiler_idle_ms": 10000,        // an idle compiler process exits after this
+//       "build_options": "-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable"
 //     },
 //     "debug": { "backends": false, "asm": false }
 //   }
@@ -40,6 +46,12 @@ inline constexpr unsigned kMaxWindow = 65536;
 inline constexpr unsigned kMaxProgramMemo = 4096;
 inline constexpr unsigned kMaxSpinUs = 1000000;
 inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
+inline constexpr unsigned kMaxCompilers = 64;
+inline constexpr unsigned kMaxCompileTimeoutMs = 86400000;  // a day
+inline constexpr unsigned kMaxCompilerIdleMs = 86400000;
+// The options every build gets unless opencl.build_options says otherwise
+// (the seed backend's set).
+inline constexpr const char* kDefaultBuildOptions = "-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable";
 
 // Which commands get an OpenCL event of their own. Awaited: only those
 // someone waits for (a read, a timed launch, a callback, tracing); every
@@ -48,6 +60,15 @@ inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
 // when a failure reaches a command enqueued without an event). Auto: All on
 // PoCL, Awaited elsewhere.
 enum class CommandEvents { Auto, All, Awaited };
+
+// Where programs are built. Process: in a uvcl-compiler child process per
+// device, so the loop is never held by a build (PoCL builds inside
+// clBuildProgram, for seconds) and a compiler crash kills only that process;
+// the result comes back as a binary the engine loads. Inline: with
+// clBuildProgram on the loop thread (for drivers whose binaries cannot be
+// reloaded); also what the engine falls back to, with a debug message, when
+// the compiler program cannot be started.
+enum class CompileMode { Process, Inline };
 
 struct Config {
   std::optional<std::vector<std::size_t>> platform_ids;  // nullopt: all
@@ -70,6 +91,20 @@ struct Config {
   // handles (timers, sockets) and goes on in the next iteration. 0: no bound.
   unsigned loop_budget_us = 200;
   CommandEvents command_events = CommandEvents::Auto;
+  CompileMode compile = CompileMode::Process;
+  // The uvcl-compiler program; empty: next to libuvcl (or the program
+  // linking it statically), then the install prefix's libexecdir.
+  std::string compiler;
+  unsigned compilers = 1;  // compiler processes per device: builds that run at once
+  // A build in a compiler process that takes longer is killed (and the
+  // process restarted for the next build); its compile fails.
+  unsigned compile_timeout_ms = 60000;
+  // A compiler process with nothing to build exits after this long; the
+  // next compile starts one again (creating a context is itself slow).
+  unsigned compiler_idle_ms = 10000;
+  // Given to every build before the compile's own options; a compile can
+  // replace them (BuildOptionsMode::Replace; a job kernel's "build_options").
+  std::string build_options = kDefaultBuildOptions;
   bool debug_backends = false;
   bool debug_asm = false;
 };

@@ -169,7 +169,16 @@ struct EngineStats {
   std::uint64_t staging_bytes = 0;
   // compile() calls served from the in-memory program memo / built anew.
   std::uint64_t program_memo_hits = 0, program_memo_misses = 0;
+  // Builds from source done in a compiler process / with clBuildProgram on
+  // the loop (opencl.compile "inline", or the fallback); compiler processes
+  // started; builds a compiler process took down (a crash, a timeout, a
+  // protocol violation).
+  std::uint64_t process_builds = 0, inline_builds = 0, compiler_starts = 0, compiler_failures = 0;
 };
+
+// How compile() combines its options with opencl.build_options: after them
+// (Add), or instead of them (Replace). -cl-kernel-arg-info is always added.
+enum class BuildOptionsMode { Add, Replace };
 
 using DoneCallback = std::function<void(Result<void>)>;
 using ReadCallback = std::function<void(Result<std::span<const std::byte>>)>;
@@ -225,12 +234,15 @@ class Engine {
                     DoneCallback on_done = {});
 
   // --- programs -------------------------------------------------------
-  // Builds OpenCL C for a device with -cl-finite-math-only
-  // -cl-no-signed-zeros -cl-mad-enable -cl-kernel-arg-info plus `options`.
-  // The handle is valid at once; on_built reports success or a
-  // KernelCompilation error carrying the build log.
+  // Builds OpenCL C for a device with opencl.build_options (default
+  // -cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable) and `options`
+  // (added to them, or instead of them: `mode`), plus -cl-kernel-arg-info.
+  // The build runs in a compiler process (opencl.compile), never on the
+  // loop. The handle is valid at once; on_built reports success or a
+  // KernelCompilation error carrying the build log, or saying how the
+  // compiler process failed (a crash, a timeout).
   Result<Program> compile(std::size_t device, const std::string& source, const std::string& options,
-                          BuildCallback on_built);
+                          BuildCallback on_built, BuildOptionsMode mode = BuildOptionsMode::Add);
   // Requires a built program. A missing entry point is an error naming it.
   // `declared`, if non-empty, gives every parameter's access explicitly.
   Result<Kernel> kernel(Program p, const std::string& entry, std::vector<ParamAccess> declared = {});
@@ -284,7 +296,8 @@ class Engine {
   // Convenience: read and run until the data is there.
   Result<std::vector<std::byte>> read_sync(Buffer src, std::size_t offset, std::size_t bytes);
   // Convenience: compile and run until it is built.
-  Result<Program> compile_sync(std::size_t device, const std::string& source, const std::string& options = {});
+  Result<Program> compile_sync(std::size_t device, const std::string& source, const std::string& options = {},
+                               BuildOptionsMode mode = BuildOptionsMode::Add);
 
   void set_error_listener(ErrorListener listener);
   // Records every command from now on (docs/architecture.md, "Trace");

@@ -85,6 +85,8 @@ Result<void> Engine::Impl::init_devices() {
   for (cl::Device& dev : found.value()) {
     auto d = std::make_unique<DeviceCtx>(config.window);
     d->dev = dev;
+    d->compilers.engine = this;
+    d->compilers.device = static_cast<std::uint32_t>(dev.info.index);
     const std::string where = "device " + std::to_string(dev.info.index) + " (" + dev.info.name + ")";
     cl_context_properties props[] = {CL_CONTEXT_PLATFORM, reinterpret_cast<cl_context_properties>(dev.platform),
                                      0};
@@ -187,6 +189,11 @@ void Engine::Impl::shutdown() {
     }
   }
 
+  // Compiler processes are killed (and reaped by the loop, through their
+  // process handles); the builds they had get Cancelled below, as do builds
+  // that callbacks start meanwhile (those run inline: no process is left).
+  close_compilers();
+  for (const auto& d : devices) d->compilers.inline_only = true;
   // Callbacks may start more builds meanwhile: take the list each round.
   while (!building.empty()) {
     std::vector<std::uint64_t> ids;
@@ -481,14 +488,18 @@ Result<std::vector<std::byte>> Engine::read_sync(Buffer src, std::size_t offset,
   return out;
 }
 
-Result<Program> Engine::compile_sync(std::size_t device, const std::string& source, const std::string& options) {
+Result<Program> Engine::compile_sync(std::size_t device, const std::string& source, const std::string& options,
+                                     BuildOptionsMode mode) {
   UVCL_TRY(refuse_in_callback(*impl_, "compile_sync"));
   bool done = false;
   std::optional<Error> error;
-  auto p = compile(device, source, options, [&](Result<void> r) {
-    done = true;
-    if (!r) error = std::move(r).error();
-  });
+  auto p = compile(
+      device, source, options,
+      [&](Result<void> r) {
+        done = true;
+        if (!r) error = std::move(r).error();
+      },
+      mode);
   if (!p) return p;
   UVCL_TRY(run_until([&] { return done; }));  // an error also when a callback destroyed the engine
   if (error) {

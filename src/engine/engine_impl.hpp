@@ -3,7 +3,8 @@
 // Responsibilities are split over files: engine.cpp (lifecycle, the loop
 // side, close), memory.cpp (buffers), staging.cpp (pinned host pool),
 // host_memory.cpp (pinned memory handed to the caller), programs.cpp
-// (builds, kernels, argument info), launch.cpp (launch validation),
+// (builds, kernels, argument info), compilers.cpp (builds in compiler
+// processes: which process builds what, results, failures, the fallback), launch.cpp (launch validation),
 // submit.cpp (windows -> queues, waits, fences), completion.cpp (the command
 // record's state machine, the timelines' completion walk, outcomes),
 // error_scopes.cpp (drains and error scopes), transfers.cpp (read, write,
@@ -24,6 +25,7 @@
 
 #include "cl/api.hpp"
 #include "cl/devices.hpp"
+#include "engine/compiler_process.hpp"
 #include "engine/program_cache.hpp"
 #include "engine/program_memo.hpp"
 #include "engine/staging.hpp"
@@ -126,7 +128,10 @@ struct HostRec {
 };
 
 struct ProgramRec {
-  enum class Build { Building, Built, Failed };
+  // Queued / InProcess: waiting for, or building in, a compiler process;
+  // Received: its binary came back and is loaded by poll_builds; Building:
+  // clBuildProgram ran (from source, or the binary) and the status is polled.
+  enum class Build { Queued, InProcess, Received, Building, Built, Failed };
   std::uint32_t device = 0;
   cl_program program = nullptr;
   Build build = Build::Building;
@@ -139,7 +144,9 @@ struct ProgramRec {
   std::string source, options;
   std::optional<ProgramCache::Key> cache_key;
   bool from_binary = false;
+  bool from_process = false;  // the binary came from a compiler process
   std::vector<CachedKernel> cached;  // parameter info stored with the binary
+  std::vector<unsigned char> binary;  // from the compiler process, until built
   std::uint64_t build_start_ns = 0;
 };
 
@@ -188,8 +195,25 @@ struct Queue {
   CommandId failed_ahead = 0;
 };
 
+struct DeviceCtx;
+
+// A device's compiler processes and the builds waiting for one
+// (compilers.cpp). Owner of the processes' callbacks.
+struct DeviceCompilers final : CompilerProcess::Owner {
+  Engine::Impl* engine = nullptr;
+  std::uint32_t device = 0;
+  std::vector<CompilerProcess*> processes;
+  std::deque<std::uint64_t> waiting;  // program ids, in compile order
+  // The compiler program could not be started: builds run inline.
+  bool inline_only = false;
+
+  void on_result(CompilerProcess& c, compiler::BuildResult result) override;
+  void on_lost(CompilerProcess& c, CompilerProcess::Lost how, std::uint64_t program, const Error& why) override;
+};
+
 struct DeviceCtx {
   cl::Device dev;
+  DeviceCompilers compilers;
   cl_context context = nullptr;
   // [0, n) compute queues chosen by the scheduler; n: profiling queue for
   // timed launches; n + 1: transfer queue for staged cross-device writes.
@@ -395,11 +419,32 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
 
   // programs.cpp
   void poll_builds();
-  cl_int start_build(ProgramRec& p, bool from_cache);
+  // From source: creates the program and starts its build.
+  cl_int start_build(ProgramRec& p);
+  // From opencl.cache_dir: creates the program from a valid cached binary
+  // (false: no usable entry).
+  bool load_cached(ProgramRec& p);
+  // From a compiler process's binary (p.binary): creates the program and
+  // starts its build, or fails the program.
+  void load_received(std::uint64_t id, ProgramRec& p);
+  cl_int build_program(ProgramRec& p);
+  // The program's build finished (built or failed): on_built runs.
+  void builds_done(std::uint64_t id, ProgramRec& p);
   void store_in_cache(ProgramRec& p);
   Result<void> query_params(KernelRec& k, const CachedKernel* cached);
   void maybe_free_kernel(std::uint64_t id);
   void maybe_free_program(std::uint64_t id);
+
+  // compilers.cpp
+  // Queues the build for the device's compiler process; false: the device
+  // builds inline (opencl.compile "inline", or the fallback).
+  bool build_in_process(std::uint64_t id, ProgramRec& p);
+  void dispatch_builds(DeviceCompilers& dc);  // hands waiting builds to idle processes, starts new ones
+  // The compiler program cannot be started: the device's builds, queued and
+  // to come, run inline.
+  void fall_back_to_inline(DeviceCompilers& dc, const std::string& why);
+  void close_compilers();  // shutdown
+  std::optional<std::string> compiler_path;  // resolved on first need; "" none found
 
   // launch.cpp
   Result<Command> resolve_launch(const Launch& l, Op op);
@@ -500,5 +545,10 @@ void in_user_callback(Engine::Impl& e, Fn&& fn) {
 }
 
 void CL_CALLBACK on_cl_event(cl_event ev, cl_int status, void* token);
+
+// A build that failed with a build log (programs.cpp): the same words
+// whether the log came from clBuildProgram here or from a compiler process.
+// from_process_binary: the compiler's binary did not build in the engine.
+Error build_log_error(std::uint32_t device, const std::string& log, bool from_process_binary);
 
 }  // namespace uvcl

@@ -6,6 +6,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <sstream>
+#include <tuple>
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -196,9 +198,11 @@ Result<void> JobRun::start() {
       return job_error("buffers." + b.name + ": type half needs cl_khr_fp16, which device " +
                        std::to_string(device_) + " lacks");
 
-  // Sources, deduplicated: one build per distinct (source, options).
-  std::map<std::pair<std::string, std::string>, std::size_t> seen;
-  std::vector<std::pair<std::string, std::string>> sources;
+  // Sources, deduplicated: one build per distinct (source, options, whether
+  // they replace opencl.build_options).
+  using BuildKey = std::tuple<std::string, std::string, bool>;
+  std::map<BuildKey, std::size_t> seen;
+  std::vector<BuildKey> sources;
   for (const job::Kernel& k : job_.kernels) {
     std::string source = k.source;
     if (!k.file.empty()) {
@@ -210,8 +214,13 @@ Result<void> JobRun::start() {
     if (opts_.untrusted_kernels) {
       if (auto why = refuse_untrusted_source(source)) return job_error("kernels." + k.name + ".source: " + *why);
       if (auto why = refuse_untrusted_options(k.options)) return job_error("kernels." + k.name + ".options: " + *why);
+      if (k.build_options)
+        if (auto why = refuse_untrusted_options(*k.build_options))
+          return job_error("kernels." + k.name + ".build_options: " + *why);
     }
-    auto key = std::make_pair(std::move(source), k.options);
+    std::string options = k.options;
+    if (k.build_options) options = *k.build_options + (options.empty() || k.build_options->empty() ? "" : " ") + options;
+    BuildKey key{std::move(source), std::move(options), k.build_options.has_value()};
     auto [it, fresh] = seen.emplace(key, sources.size());
     if (fresh) sources.push_back(std::move(key));
     kernel_program_.push_back(it->second);
@@ -220,8 +229,10 @@ Result<void> JobRun::start() {
   builds_pending_ = sources.size();
   auto self = shared_from_this();
   for (std::size_t i = 0; i < sources.size(); ++i) {
-    auto p = engine_.compile(device_, sources[i].first, sources[i].second,
-                             [self, i](Result<void> r) { self->built(i, std::move(r)); });
+    const auto& [source, options, replace] = sources[i];
+    auto p = engine_.compile(
+        device_, source, options, [self, i](Result<void> r) { self->built(i, std::move(r)); },
+        replace ? BuildOptionsMode::Replace : BuildOptionsMode::Add);
     if (!p) {
       builds_pending_ -= sources.size() - i;  // the rest never start
       Error e = std::move(p).error();

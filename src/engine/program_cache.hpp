@@ -13,16 +13,12 @@
 #include <string>
 #include <vector>
 
+#include "cl/kernel_info.hpp"
 #include "uvcl/status.hpp"
-
-#include "uvcl/engine.hpp"
 
 namespace uvcl {
 
-struct CachedKernel {
-  std::string name;
-  std::vector<KernelParam> params;
-};
+using CachedKernel = cl::KernelInfo;
 
 struct CacheEntry {
   std::vector<unsigned char> binary;

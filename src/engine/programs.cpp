@@ -1,10 +1,9 @@
 // programs.cpp — program builds (asynchronous where the driver allows),
 // kernels and their parameter access.
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
-#include <tuple>
 
+#include "cl/kernel_info.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/param_check.hpp"
 
@@ -12,39 +11,33 @@ namespace uvcl {
 
 namespace {
 
-constexpr const char* kSeedOptions = "-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable -cl-kernel-arg-info";
-
 void CL_CALLBACK on_build_notify(cl_program, void* token) {
   loop::wake(reinterpret_cast<std::uintptr_t>(token));
 }
 
-// Size of an OpenCL C scalar or vector type as the compiler names it;
-// 0 when unknown (the size is then not checked).
-std::size_t type_size(std::string name) {
-  for (const char* prefix : {"const ", "volatile ", "unsigned "}) {
-    const std::string p = prefix;
-    if (name.rfind(p, 0) == 0) {
-      if (p == "unsigned ") name = "u" + name.substr(p.size());
-      else name = name.substr(p.size());
-    }
-  }
-  std::size_t digits = name.size();
-  while (digits > 0 && std::isdigit(static_cast<unsigned char>(name[digits - 1]))) --digits;
-  std::size_t lanes = 1;
-  if (digits < name.size()) {
-    lanes = std::stoul(name.substr(digits));
-    if (lanes == 3) lanes = 4;  // 3-vectors occupy 4 lanes
-    name.resize(digits);
-  }
-  if (auto t = scalar_type_from_name(name)) return scalar_size(*t) * lanes;
-  if (name == "uchar" || name == "bool") return lanes;
-  return 0;
+// opencl.build_options and the compile's own, or the compile's own alone;
+// argument info always, for parameter access.
+std::string build_options(const Config& config, const std::string& options, BuildOptionsMode mode) {
+  std::string out = mode == BuildOptionsMode::Replace ? options
+                    : options.empty()                  ? config.build_options
+                    : config.build_options.empty()     ? options
+                                                       : config.build_options + " " + options;
+  if (!out.empty()) out += ' ';
+  return out + "-cl-kernel-arg-info";
 }
 
 }  // namespace
 
+Error build_log_error(std::uint32_t device, const std::string& log, bool from_process_binary) {
+  return Error{Status::KernelCompilation,
+               "clBuildProgram: CL_BUILD_PROGRAM_FAILURE on device " + std::to_string(device) +
+                   (from_process_binary ? " (the binary from the OpenCL compiler does not load in the engine's context)"
+                                        : "") +
+                   "; build log:\n" + log};
+}
+
 Result<Program> Engine::compile(std::size_t device, const std::string& source, const std::string& options,
-                                BuildCallback on_built) {
+                                BuildCallback on_built, BuildOptionsMode mode) {
   Impl& e = *impl_;
   auto usable = e.usable_device(device, "compile");
   if (!usable) return std::move(usable).error();
@@ -55,7 +48,7 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
   p.device = static_cast<std::uint32_t>(device);
   p.on_built = std::move(on_built);
   p.source = source;
-  p.options = options.empty() ? kSeedOptions : std::string(kSeedOptions) + " " + options;
+  p.options = build_options(e.config, options, mode);
   p.build_start_ns = uv_hrtime();
   if (e.cache) {
     const DeviceInfo& info = usable.value()->dev.info;
@@ -76,7 +69,14 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
     }
     ++e.counters.program_memo_misses;
   }
-  cl_int rc = e.start_build(p, true);
+  // The memo and the disk cache stay in front: a warm compile never reaches
+  // a compiler process.
+  if (!e.load_cached(p) && e.build_in_process(id, p)) {
+    e.building.push_back(id);
+    e.update_busy();
+    return Program{id};
+  }
+  cl_int rc = p.program ? e.build_program(p) : e.start_build(p);
   if (rc != CL_SUCCESS) {
     const bool created = p.program != nullptr;
     Error err = cl::call_error(Status::KernelCompilation, created ? "clBuildProgram" : "clCreateProgramWithSource", rc);
@@ -92,44 +92,75 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
   return Program{id};
 }
 
-// Creates the program (from a cached binary when there is a valid one) and
-// starts its build. With a notify callback a driver may build
-// asynchronously; either way poll_builds reads the status and on_built runs
-// from the loop.
-cl_int Engine::Impl::start_build(ProgramRec& p, bool from_cache) {
+bool Engine::Impl::load_cached(ProgramRec& p) {
+  if (!cache || !p.cache_key) return false;
+  auto entry = cache->load(*p.cache_key);
+  if (!entry) return false;
   DeviceCtx& d = *devices[p.device];
-  cl_int rc = CL_SUCCESS;
+  const unsigned char* bin = entry->binary.data();
+  const std::size_t len = entry->binary.size();
+  cl_int bin_status = CL_SUCCESS, rc = CL_SUCCESS;
+  cl_program prog = api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
+  if (rc != CL_SUCCESS || bin_status != CL_SUCCESS) {
+    if (prog) api->clReleaseProgram(prog);
+    return false;
+  }
+  p.program = prog;
+  p.from_binary = true;
+  p.cached = std::move(entry->kernels);
+  return true;
+}
+
+cl_int Engine::Impl::start_build(ProgramRec& p) {
+  DeviceCtx& d = *devices[p.device];
   if (p.program) api->clReleaseProgram(p.program);
-  p.program = nullptr;
   p.from_binary = false;
-  if (from_cache && cache && p.cache_key) {
-    if (auto entry = cache->load(*p.cache_key)) {
-      const unsigned char* bin = entry->binary.data();
-      const std::size_t len = entry->binary.size();
-      cl_int bin_status = CL_SUCCESS;
-      cl_program prog = api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
-      if (rc == CL_SUCCESS && bin_status == CL_SUCCESS) {
-        p.program = prog;
-        p.from_binary = true;
-        p.cached = std::move(entry->kernels);
-      } else if (prog) {
-        api->clReleaseProgram(prog);
-      }
-    }
+  p.cached.clear();
+  const char* src = p.source.c_str();
+  const std::size_t len = p.source.size();
+  cl_int rc = CL_SUCCESS;
+  p.program = api->clCreateProgramWithSource(d.context, 1, &src, &len, &rc);
+  if (rc != CL_SUCCESS) {
+    p.program = nullptr;
+    return rc;
   }
-  if (!p.program) {
-    const char* src = p.source.c_str();
-    const std::size_t len = p.source.size();
-    p.program = api->clCreateProgramWithSource(d.context, 1, &src, &len, &rc);
-    if (rc != CL_SUCCESS) {
-      p.program = nullptr;
-      return rc;
-    }
-  }
-  rc = api->clBuildProgram(p.program, 1, &d.dev.id, p.options.c_str(), on_build_notify,
-                           reinterpret_cast<void*>(handles->wake_token()));
+  ++counters.inline_builds;
+  return build_program(p);
+}
+
+// With a notify callback a driver may build asynchronously (NVIDIA does;
+// PoCL builds right here); either way poll_builds reads the status and
+// on_built runs from the loop.
+cl_int Engine::Impl::build_program(ProgramRec& p) {
+  DeviceCtx& d = *devices[p.device];
+  p.build = ProgramRec::Build::Building;
+  cl_int rc = api->clBuildProgram(p.program, 1, &d.dev.id, p.options.c_str(), on_build_notify,
+                                  reinterpret_cast<void*>(handles->wake_token()));
   if (rc == CL_BUILD_PROGRAM_FAILURE || rc == CL_INVALID_BINARY) rc = CL_SUCCESS;  // poll_builds reads the log
   return rc;
+}
+
+void Engine::Impl::load_received(std::uint64_t id, ProgramRec& p) {
+  DeviceCtx& d = *devices[p.device];
+  const unsigned char* bin = p.binary.data();
+  const std::size_t len = p.binary.size();
+  cl_int bin_status = CL_SUCCESS, rc = CL_SUCCESS;
+  cl_program prog = api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
+  const char* call = "clCreateProgramWithBinary";
+  if (rc == CL_SUCCESS && bin_status == CL_SUCCESS) {
+    p.program = prog;
+    p.from_binary = p.from_process = true;
+    call = "clBuildProgram";
+    rc = build_program(p);
+  } else {
+    if (prog) api->clReleaseProgram(prog);
+    if (rc == CL_SUCCESS) rc = bin_status;
+  }
+  if (rc == CL_SUCCESS) return;
+  p.build = ProgramRec::Build::Failed;
+  p.error = cl::call_error(Status::KernelCompilation, call, rc)
+                .context("program " + std::to_string(id) + " on device " + std::to_string(p.device) +
+                         ": the binary from the OpenCL compiler does not load in the engine's context");
 }
 
 // Best effort: the binary and every kernel's parameter info.
@@ -142,29 +173,9 @@ void Engine::Impl::store_in_cache(ProgramRec& p) {
   entry.binary.resize(size);
   unsigned char* ptr = entry.binary.data();
   if (api->clGetProgramInfo(p.program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) != CL_SUCCESS) return;
-  std::size_t names_size = 0;
-  std::string names;
-  if (api->clGetProgramInfo(p.program, CL_PROGRAM_KERNEL_NAMES, 0, nullptr, &names_size) != CL_SUCCESS) return;
-  names.resize(names_size);
-  api->clGetProgramInfo(p.program, CL_PROGRAM_KERNEL_NAMES, names_size, names.data(), nullptr);
-  while (!names.empty() && names.back() == '\0') names.pop_back();
-  std::size_t start = 0;
-  while (start < names.size()) {
-    std::size_t end = names.find(';', start);
-    if (end == std::string::npos) end = names.size();
-    const std::string name = names.substr(start, end - start);
-    start = end + 1;
-    if (name.empty()) continue;
-    cl_int rc = CL_SUCCESS;
-    KernelRec k;
-    k.device = p.device;
-    k.kernel = api->clCreateKernel(p.program, name.c_str(), &rc);
-    if (rc != CL_SUCCESS) return;
-    const bool ok = query_params(k, nullptr).ok();
-    api->clReleaseKernel(k.kernel);
-    if (!ok) return;
-    entry.kernels.push_back(CachedKernel{name, std::move(k.params)});
-  }
+  auto infos = cl::program_kernels(*api, p.program);
+  if (!infos) return;
+  entry.kernels = std::move(infos.value());
   const bool stored = cache->store(*p.cache_key, entry);
   if (config.debug_backends)
     std::fprintf(stderr, "uvcl: program cache: %s %s\n", stored ? "stored" : "could not store",
@@ -176,6 +187,11 @@ void Engine::Impl::poll_builds() {
     const std::uint64_t id = building[i];
     ProgramRec& p = programs.at(id);
     cl_device_id dev = devices[p.device]->dev.id;
+    if (p.build == ProgramRec::Build::Queued || p.build == ProgramRec::Build::InProcess) {
+      ++i;  // the compiler process's result, or its failure, moves it on
+      continue;
+    }
+    if (p.build == ProgramRec::Build::Received) load_received(id, p);
     if (p.build == ProgramRec::Build::Building) {
       cl_build_status status = CL_BUILD_IN_PROGRESS;
       cl_int rc = api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_STATUS, sizeof status, &status,
@@ -191,40 +207,41 @@ void Engine::Impl::poll_builds() {
         p.error->context("program " + std::to_string(id) + " on device " + std::to_string(p.device));
       } else if (status == CL_BUILD_SUCCESS) {
         p.build = ProgramRec::Build::Built;
-        if (cache && p.cache_key && !p.from_binary) store_in_cache(p);
+        if (cache && p.cache_key && p.from_process) {
+          const bool stored = cache->store(*p.cache_key, CacheEntry{std::move(p.binary), p.cached});
+          if (config.debug_backends)
+            std::fprintf(stderr, "uvcl: program cache: %s %s\n", stored ? "stored" : "could not store",
+                         p.cache_key->file.c_str());
+        } else if (cache && p.cache_key && !p.from_binary) {
+          store_in_cache(p);
+        }
         if (memo && memo->capacity() > 0 && api->clRetainProgram(p.program) == CL_SUCCESS)
           memo->insert(p.device, p.options, p.source, p.program, p.cached);
-      } else if (p.from_binary) {
+      } else if (p.from_binary && !p.from_process) {
         // A cached binary this driver will not build: build the source.
-        if (start_build(p, false) == CL_SUCCESS) {
+        if (start_build(p) == CL_SUCCESS) {
           ++i;
           continue;
         }
         p.build = ProgramRec::Build::Failed;
         p.error = Error{Status::KernelCompilation, "clBuildProgram: rebuilding from source failed"};
       } else {
-        std::size_t size = 0;
-        std::string log;
-        if (api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size) == CL_SUCCESS &&
-            size > 0) {
-          log.resize(size);
-          api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-          while (!log.empty() && (log.back() == '\0' || log.back() == '\n')) log.pop_back();
-        }
         p.build = ProgramRec::Build::Failed;
-        p.error = Error{Status::KernelCompilation,
-                        "clBuildProgram: CL_BUILD_PROGRAM_FAILURE on device " + std::to_string(p.device) +
-                            "; build log:\n" + log};
+        // A binary from the compiler process that does not build here is
+        // not rebuilt from source: that would be a build on the loop.
+        p.error = build_log_error(p.device, cl::build_log(*api, p.program, dev), p.from_process);
       }
     }
     building[i] = building.back();
     building.pop_back();
     p.source.clear();
     p.source.shrink_to_fit();
+    p.binary.clear();
+    p.binary.shrink_to_fit();
     if (config.debug_backends)
       std::fprintf(stderr, "uvcl: program %llu built in %.1f ms (%s)\n", static_cast<unsigned long long>(id),
                    static_cast<double>(uv_hrtime() - p.build_start_ns) / 1e6,
-                   p.from_binary ? "cached binary" : "source");
+                   p.from_process ? "compiler process" : p.from_binary ? "cached binary" : "source");
     BuildCallback cb = std::move(p.on_built);
     Result<void> r;
     if (p.build == ProgramRec::Build::Failed) r = *p.error;
@@ -240,7 +257,7 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
     return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is not a live program"};
   if (entry.empty()) return Error{Status::InvalidArgument, "kernel: the entry point name must not be empty"};
   ProgramRec& p = it->second;
-  if (p.build == ProgramRec::Build::Building)
+  if (p.build != ProgramRec::Build::Built && p.build != ProgramRec::Build::Failed)
     return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is still building"};
   if (p.build == ProgramRec::Build::Failed)
     return Error{Status::KernelCompilation, "kernel: program " + std::to_string(prog.id) + " failed to build"};
@@ -295,46 +312,9 @@ Result<void> Engine::Impl::query_params(KernelRec& k, const CachedKernel* cached
     k.params = cached->params;
     return {};
   }
-  cl_uint n = 0;
-  rc = api->clGetKernelInfo(k.kernel, CL_KERNEL_NUM_ARGS, sizeof n, &n, nullptr);
-  if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, "clGetKernelInfo(CL_KERNEL_NUM_ARGS)", rc);
-  for (cl_uint i = 0; i < n; ++i) {
-    KernelParam param;
-    cl_kernel_arg_address_qualifier addr = CL_KERNEL_ARG_ADDRESS_PRIVATE;
-    cl_kernel_arg_type_qualifier tq = 0;
-    rc = api->clGetKernelArgInfo(k.kernel, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof addr, &addr, nullptr);
-    if (rc != CL_SUCCESS)
-      return cl::call_error(Status::KernelCompilation, "clGetKernelArgInfo(CL_KERNEL_ARG_ADDRESS_QUALIFIER)", rc);
-    // A failed query must not guess: a const input taken as written, or a
-    // scalar of unknown size, would change what the launch does.
-    rc = api->clGetKernelArgInfo(k.kernel, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof tq, &tq, nullptr);
-    if (rc != CL_SUCCESS)
-      return cl::call_error(Status::KernelCompilation, "clGetKernelArgInfo(CL_KERNEL_ARG_TYPE_QUALIFIER)", rc);
-    for (auto [what, label, out] :
-         {std::tuple{CL_KERNEL_ARG_TYPE_NAME, "clGetKernelArgInfo(CL_KERNEL_ARG_TYPE_NAME)", &param.type_name},
-          std::tuple{CL_KERNEL_ARG_NAME, "clGetKernelArgInfo(CL_KERNEL_ARG_NAME)", &param.name}}) {
-      std::size_t size = 0;
-      rc = api->clGetKernelArgInfo(k.kernel, i, what, 0, nullptr, &size);
-      if (rc == CL_SUCCESS && size > 0) {
-        out->resize(size);
-        rc = api->clGetKernelArgInfo(k.kernel, i, what, size, out->data(), nullptr);
-        while (!out->empty() && out->back() == '\0') out->pop_back();
-      }
-      if (rc != CL_SUCCESS) return cl::call_error(Status::KernelCompilation, label, rc);
-    }
-    switch (addr) {
-      case CL_KERNEL_ARG_ADDRESS_GLOBAL:
-        param.access = (tq & CL_KERNEL_ARG_TYPE_CONST) ? ParamAccess::ReadOnly : ParamAccess::Written;
-        break;
-      case CL_KERNEL_ARG_ADDRESS_CONSTANT: param.access = ParamAccess::ReadOnly; break;
-      case CL_KERNEL_ARG_ADDRESS_LOCAL: param.access = ParamAccess::Local; break;
-      default:
-        param.access = ParamAccess::Scalar;
-        param.scalar_size = type_size(param.type_name);
-        break;
-    }
-    k.params.push_back(std::move(param));
-  }
+  auto params = cl::kernel_params(*api, k.kernel);
+  if (!params) return std::move(params).error();
+  k.params = std::move(params.value());
   return {};
 }
 

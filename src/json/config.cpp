@@ -43,16 +43,34 @@ Result<void> parse_platform_ids(Reader& r, od::value& v, const Path& at, Config&
   return {};
 }
 
+// The integer keys of "opencl" and their ranges: the parser and
+// validate_config (a Config built in code) check the same ones.
+struct UnsignedKey {
+  std::string_view key;
+  unsigned Config::*field;
+  unsigned lo, hi;
+};
+constexpr UnsignedKey kUnsignedKeys[] = {
+    {"queues", &Config::queues, 1, kMaxQueues},
+    {"window", &Config::window, 1, kMaxWindow},
+    {"program_memo", &Config::program_memo, 0, kMaxProgramMemo},
+    {"spin_us", &Config::spin_us, 0, kMaxSpinUs},
+    {"loop_budget_us", &Config::loop_budget_us, 0, kMaxLoopBudgetUs},
+    {"compilers", &Config::compilers, 1, kMaxCompilers},
+    {"compile_timeout_ms", &Config::compile_timeout_ms, 1, kMaxCompileTimeoutMs},
+    {"compiler_idle_ms", &Config::compiler_idle_ms, 0, kMaxCompilerIdleMs},
+};
+
 Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) {
   od::object obj;
   UVCL_TRY(r.get_object(v, at, obj));
   auto field = [&](std::string_view key, od::value& f, const Path& p) -> Result<void> {
     if (key == "platform_ids") return parse_platform_ids(r, f, p, cfg);
-    if (key == "queues" || key == "window") {
-      const std::uint64_t hi = key == "queues" ? kMaxQueues : kMaxWindow;
+    for (const UnsignedKey& k : kUnsignedKeys) {
+      if (key != k.key) continue;
       std::uint64_t n = 0;
-      UVCL_TRY(r.get_uint(f, p, 1, hi, n));
-      (key == "queues" ? cfg.queues : cfg.window) = static_cast<unsigned>(n);
+      UVCL_TRY(r.get_uint(f, p, k.lo, k.hi, n));
+      cfg.*k.field = static_cast<unsigned>(n);
       return {};
     }
     if (key == "command_events") {
@@ -64,22 +82,22 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       else return r.fail(p, "expected \"auto\", \"all\" or \"awaited\", got \"" + std::string(s) + "\"");
       return {};
     }
-    if (key == "library") {
+    if (key == "compile") {
+      std::string_view s;
+      UVCL_TRY(r.get_string(f, p, s, "\"process\" or \"inline\""));
+      if (s == "process") cfg.compile = CompileMode::Process;
+      else if (s == "inline") cfg.compile = CompileMode::Inline;
+      else return r.fail(p, "expected \"process\" or \"inline\", got \"" + std::string(s) + "\"");
+      return {};
+    }
+    if (key == "library" || key == "compiler" || key == "build_options") {
       std::string_view s;
       UVCL_TRY(r.get_string(f, p, s));
-      cfg.library = s;
+      (key == "library" ? cfg.library : key == "compiler" ? cfg.compiler : cfg.build_options) = s;
       return {};
     }
     if (key == "absorb_sigabrt") return r.get_bool(f, p, cfg.absorb_sigabrt);
     if (key == "profile") return r.get_bool(f, p, cfg.profile);
-    if (key == "program_memo" || key == "spin_us" || key == "loop_budget_us") {
-      unsigned& field = key == "program_memo" ? cfg.program_memo : key == "spin_us" ? cfg.spin_us : cfg.loop_budget_us;
-      const std::uint64_t hi = key == "program_memo" ? kMaxProgramMemo : key == "spin_us" ? kMaxSpinUs : kMaxLoopBudgetUs;
-      std::uint64_t n = 0;
-      UVCL_TRY(r.get_uint(f, p, 0, hi, n));
-      field = static_cast<unsigned>(n);
-      return {};
-    }
     // key == "cache_dir": fields() admits no other key.
     auto null = r.is_null(f);
     if (!null) return std::move(null).error();
@@ -93,7 +111,9 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo", "spin_us", "loop_budget_us", "command_events"}, field);
+                                "program_memo", "spin_us", "loop_budget_us", "command_events", "compile",
+                                "compiler", "compilers", "compile_timeout_ms", "compiler_idle_ms", "build_options"},
+                  field);
 }
 
 Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {
@@ -108,19 +128,12 @@ Result<void> parse_debug(Reader& r, od::value& v, const Path& at, Config& cfg) {
 }  // namespace
 
 Result<void> validate_config(const Config& config) {
-  struct Range {
-    const char* key;
-    unsigned value, lo, hi;
-  };
-  const Range ranges[] = {{"opencl.queues", config.queues, 1, kMaxQueues},
-                          {"opencl.window", config.window, 1, kMaxWindow},
-                          {"opencl.program_memo", config.program_memo, 0, kMaxProgramMemo},
-                          {"opencl.spin_us", config.spin_us, 0, kMaxSpinUs},
-                          {"opencl.loop_budget_us", config.loop_budget_us, 0, kMaxLoopBudgetUs}};
-  for (const Range& r : ranges)
-    if (r.value < r.lo || r.value > r.hi)
-      return Error{Status::InvalidConfig, std::string(r.key) + " (" + std::to_string(r.value) + ") is outside " +
-                                              std::to_string(r.lo) + ".." + std::to_string(r.hi)};
+  for (const UnsignedKey& k : kUnsignedKeys) {
+    const unsigned v = config.*k.field;
+    if (v < k.lo || v > k.hi)
+      return Error{Status::InvalidConfig, "opencl." + std::string(k.key) + " (" + std::to_string(v) + ") is outside " +
+                                              std::to_string(k.lo) + ".." + std::to_string(k.hi)};
+  }
   return {};
 }
 

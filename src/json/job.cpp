@@ -347,12 +347,14 @@ class JobParser {
       if (key == "source") {
         ++sources;
         k.source = s;
+      } else if (key == "build_options") {
+        k.build_options = std::string(s);
       } else {
         k.options = s;
       }
       return {};
     };
-    UVCL_TRY(r_.fields(obj, at, {"source", "file", "entry", "options"}, field));
+    UVCL_TRY(r_.fields(obj, at, {"source", "file", "entry", "options", "build_options"}, field));
     if (sources != 1) return r_.fail(at, "expected exactly one of \"source\" or \"file\"");
     if (options_.untrusted_kernels) {
       if (auto why = refuse_untrusted_source(k.source)) return r_.fail(at.key("source"), *why);

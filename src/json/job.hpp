@@ -40,7 +40,9 @@ struct Kernel {
   std::string source;  // inline source, or empty when `file` is set
   std::string file;    // as written in the job
   std::string entry;   // defaults to name
-  std::string options;
+  std::string options;  // added to the build options
+  // "build_options": replaces opencl.build_options for this kernel's build.
+  std::optional<std::string> build_options;
 };
 
 struct Arg {

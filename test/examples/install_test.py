@@ -91,6 +91,7 @@ def main():
         for h in headers:
             check(find(r"(^|/)include/uvcl/" + re.escape(h) + "$"), f"header include/uvcl/{h}")
         check(find(r"(^|/)lib[^/]*/(.*/)?libuvcl\.so"), "shared library libuvcl.so*")
+        check(find(r"(^|/)libexec/uvcl-compiler$"), "the compiler process (libexec/uvcl-compiler)")
         if a.tools:
             check(find(r"(^|/)bin/uvcl$"), "the uvcl program (bin/uvcl)")
         pcs = find(r"/pkgconfig/uvcl\.pc$")

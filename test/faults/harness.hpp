@@ -66,6 +66,10 @@ inline void bind(void* handle, const char* name, F& out) {
 inline Config shim_config(unsigned queues = 8, unsigned window = 100) {
   Config c;
   c.library = kShimPath;
+  // Faults are armed in this process's shim: builds stay here, where the
+  // sweep injects them and counts the calls (a compiler process would load
+  // a shim of its own). test/engine/compiler_test.cpp covers the process.
+  c.compile = CompileMode::Inline;
   c.queues = queues;
   c.window = window;
   return c;

@@ -189,7 +189,8 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
-            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, command_events)");
+            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, command_events, compile, "
+            "compiler, compilers, compile_timeout_ms, compiler_idle_ms, build_options)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
   // Keys that are not plain identifiers are quoted in the path.
@@ -366,6 +367,70 @@ TEST(Config, CommandEventsNamesItsValues) {
             R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got "some")");
   EXPECT_EQ(config_error(R"({"opencl": {"command_events": 1}})"),
             R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got 1)");
+}
+
+TEST(Config, CompilerKeysAreReadWithTheirDefaults) {
+  const Config d;
+  EXPECT_EQ(d.compile, uvcl::CompileMode::Process);
+  EXPECT_EQ(d.compiler, "");
+  EXPECT_EQ(d.compilers, 1u);
+  EXPECT_EQ(d.compile_timeout_ms, 60000u);
+  EXPECT_EQ(d.compiler_idle_ms, 10000u);
+  EXPECT_EQ(d.build_options, "-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable");
+  auto r = uvcl::parse_config(R"({"opencl": {"compile": "inline", "compiler": "/opt/uvcl-compiler", "compilers": 3,
+                                  "compile_timeout_ms": 250, "compiler_idle_ms": 0, "build_options": ""}})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r->compile, uvcl::CompileMode::Inline);
+  EXPECT_EQ(r->compiler, "/opt/uvcl-compiler");
+  EXPECT_EQ(r->compilers, 3u);
+  EXPECT_EQ(r->compile_timeout_ms, 250u);
+  EXPECT_EQ(r->compiler_idle_ms, 0u);
+  EXPECT_EQ(r->build_options, "");
+  auto p = uvcl::parse_config(R"({"opencl": {"compile": "process"}})");
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  EXPECT_EQ(p->compile, uvcl::CompileMode::Process);
+}
+
+TEST(Config, CompilerKeyErrorsNameKeyAndValue) {
+  EXPECT_EQ(config_error(R"({"opencl": {"compile": "thread"}})"),
+            R"(cfg.json: opencl.compile: expected "process" or "inline", got "thread")");
+  EXPECT_EQ(config_error(R"({"opencl": {"compile": true}})"),
+            R"(cfg.json: opencl.compile: expected "process" or "inline", got true)");
+  EXPECT_EQ(config_error(R"({"opencl": {"compiler": 1}})"), "cfg.json: opencl.compiler: expected a string, got 1");
+  EXPECT_EQ(config_error(R"({"opencl": {"build_options": null}})"),
+            "cfg.json: opencl.build_options: expected a string, got null");
+  EXPECT_EQ(config_error(R"({"opencl": {"compilers": 0}})"),
+            "cfg.json: opencl.compilers: expected an integer 1..64, got 0");
+  EXPECT_EQ(config_error(R"({"opencl": {"compilers": 65}})"),
+            "cfg.json: opencl.compilers: expected an integer 1..64, got 65");
+  EXPECT_EQ(config_error(R"({"opencl": {"compile_timeout_ms": 0}})"),
+            "cfg.json: opencl.compile_timeout_ms: expected an integer 1..86400000, got 0");
+  EXPECT_EQ(config_error(R"({"opencl": {"compile_timeout_ms": 86400001}})"),
+            "cfg.json: opencl.compile_timeout_ms: expected an integer 1..86400000, got 86400001");
+  EXPECT_EQ(config_error(R"({"opencl": {"compile_timeout_ms": 1.5}})"),
+            "cfg.json: opencl.compile_timeout_ms: expected an integer 1..86400000, got 1.5");
+  EXPECT_EQ(config_error(R"({"opencl": {"compiler_idle_ms": -1}})"),
+            "cfg.json: opencl.compiler_idle_ms: expected an integer 0..86400000, got -1");
+  EXPECT_EQ(config_error(R"({"opencl": {"compiler_idle_ms": "1s"}})"),
+            R"(cfg.json: opencl.compiler_idle_ms: expected an integer 0..86400000, got "1s")");
+}
+
+TEST(Config, ValidateChecksTheCompilerRanges) {
+  Config c;
+  c.compilers = 0;
+  auto r = uvcl::validate_config(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "opencl.compilers (0) is outside 1..64");
+  c = Config{};
+  c.compile_timeout_ms = 0;
+  r = uvcl::validate_config(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "opencl.compile_timeout_ms (0) is outside 1..86400000");
+  c = Config{};
+  c.compiler_idle_ms = 86400001;
+  r = uvcl::validate_config(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "opencl.compiler_idle_ms (86400001) is outside 0..86400000");
 }
 
 }  // namespace config_test

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -190,6 +191,19 @@ TEST(Job, ParsesAFullJob) {
   EXPECT_EQ(j.launches[1].repeat, 1u);
 
   EXPECT_EQ(j.outputs, (std::vector<std::size_t>{4, 0}));
+}
+
+TEST(Job, BuildOptionsReplaceTheEnginesOwnOnlyWhenGiven) {
+  auto r = parse(with_kernels(R"("k": {"source": "s", "build_options": "", "options": "-D X=1"},
+                                 "m": {"source": "s", "build_options": "-cl-fast-relaxed-math"})"));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->kernels.size(), 2u);
+  EXPECT_EQ(r->kernels[0].build_options, std::optional<std::string>(""));  // given empty: no options at all
+  EXPECT_EQ(r->kernels[0].options, "-D X=1");
+  EXPECT_EQ(r->kernels[1].build_options, std::optional<std::string>("-cl-fast-relaxed-math"));
+  auto d = parse(Doc{}.str());
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_FALSE(d->kernels.at(0).build_options.has_value());  // absent: opencl.build_options
 }
 
 TEST(Job, DefaultsWhenOptionalPartsAreAbsent) {
@@ -405,13 +419,15 @@ TEST(Job, EveryErrorKindNamesItsPath) {
       {"kernel with both", with_kernels(R"("k": {"source": "s", "file": "f.cl"})"),
        R"(kernels.k: expected exactly one of "source" or "file")"},
       {"kernel unknown key", with_kernels(R"("k": {"source": "s", "args": []})"),
-       "kernels.k.args: unknown key (expected one of: source, file, entry, options)"},
+       "kernels.k.args: unknown key (expected one of: source, file, entry, options, build_options)"},
       {"kernel source not string", with_kernels(R"("k": {"source": ["s"]})"),
        "kernels.k.source: expected a string, got an array"},
       {"kernel empty entry", with_kernels(R"("k": {"source": "s", "entry": ""})"),
        R"(kernels.k.entry: expected a kernel function name, got "")"},
       {"kernel options not string", with_kernels(R"("k": {"source": "s", "options": 1})"),
        "kernels.k.options: expected a string, got 1"},
+      {"kernel build_options not string", with_kernels(R"("k": {"source": "s", "build_options": false})"),
+       "kernels.k.build_options: expected a string, got false"},
       {"duplicate kernel", with_kernels(R"("k": {"source": "s"}, "k": {"source": "t"})"),
        "kernels.k: duplicate key"},
       // launches
