@@ -29,6 +29,8 @@ struct Options {
   int spin_iters = 0;
   unsigned engine_spin_us = 0;  // opencl.spin_us of every engine (figure 3 also measures its own)
   uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
+  std::optional<unsigned> engine_loop_budget_us;                   // opencl.loop_budget_us of every engine
+  std::optional<uvcl::CompileMode> engine_compile;                 // opencl.compile of every engine
   std::vector<std::string> jobs;  // figure 11's job files
   unsigned job_passes = 0;        // 0: about 20000 launches' worth
   std::string argv;
@@ -69,6 +71,8 @@ inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, co
   cfg.queues = queues;
   cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;
   cfg.command_events = c.opt.engine_events;
+  if (c.opt.engine_loop_budget_us) cfg.loop_budget_us = *c.opt.engine_loop_budget_us;
+  if (c.opt.engine_compile) cfg.compile = *c.opt.engine_compile;
   cfg.cache_dir = cache_dir;
   if (tweak) tweak(cfg);
   cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};

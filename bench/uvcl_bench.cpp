@@ -5,6 +5,7 @@
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
 //              [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]
+//              [--engine-loop-budget-us N] [--engine-compile process|inline]
 //              [--job JOB.json]... [--job-passes N]
 //
 // Figures (docs/BENCHMARKS.md explains each and states its target):
@@ -2326,6 +2327,7 @@ void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
                "                  [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
+               "                  [--engine-loop-budget-us N] [--engine-compile process|inline]\n"
                "                  [--job JOB.json]... [--job-passes N]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
                "         11 only with --job)\n";
@@ -2363,7 +2365,16 @@ int run(int argc, char** argv) {
     else if (a == "--job") c.opt.jobs.push_back(value(i));
     else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));
-    else if (a == "--engine-events") {
+    else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-compile") {
+      const std::string v = value(i);
+      if (v == "process") c.opt.engine_compile = uvcl::CompileMode::Process;
+      else if (v == "inline") c.opt.engine_compile = uvcl::CompileMode::Inline;
+      else {
+        std::cerr << "uvcl_bench: --engine-compile: expected process or inline, got " << v << "\n";
+        return 2;
+      }
+    } else if (a == "--engine-events") {
       const std::string v = value(i);
       if (v == "auto") c.opt.engine_events = uvcl::CommandEvents::Auto;
       else if (v == "all") c.opt.engine_events = uvcl::CommandEvents::All;
