@@ -75,37 +75,49 @@ CommandRec* Engine::Impl::completed_by(const DeviceCtx& d, CommandId id, QueueIn
 constexpr std::uint8_t kFailedReadsToGiveUp = 3;
 
 void Engine::Impl::collect_completions() {
-  for (const auto& dp : devices) {
-    DeviceCtx& d = *dp;
-    for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
-      Queue& q = d.queues[qi];
-      while (!q.in_flight.empty()) {
-        if (over_budget()) {  // the rest in the next iteration
-          backlog = true;
-          return;
-        }
-        // One status read for the first command with an event: the
-        // commands before it (event-less) completed with it.
-        std::size_t k = 0;
-        while (k < q.in_flight.size() && !commands.find(q.in_flight[k])->event) ++k;
-        cl_int status = CL_QUEUED;
-        if (k == q.in_flight.size()) {
-          if (d.state != sched::DeviceState::Lost) break;  // its fence comes with the next flush
-          status = CL_DEVICE_NOT_AVAILABLE;                 // nothing will ever complete them
-          k = q.in_flight.size() - 1;
-        } else {
-          ++status_queries;
-          const CommandRec& r = *commands.find(q.in_flight[k]);
-          cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-          if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) break;
-          if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
-          q.failed_reads = 0;
-          if (status > CL_COMPLETE) break;
-        }
-        complete_queue_front(d, qi, k + 1, status);
-      }
+  // Every queue of every device, starting after the one where the last
+  // walk ran out of its budget: a busy first queue must not starve the
+  // others (their commands would never be retired, nor their records freed).
+  std::size_t total = 0;
+  for (const auto& dp : devices) total += dp->queues.size();
+  for (std::size_t step = 0; step < total; ++step) {
+    const std::size_t at = (collect_from + step) % total;
+    std::size_t qi = at;
+    std::size_t dev = 0;
+    while (qi >= devices[dev]->queues.size()) qi -= devices[dev++]->queues.size();
+    if (!collect_queue(*devices[dev], static_cast<QueueIndex>(qi))) {
+      collect_from = at + 1;  // over budget: the next queue first next time, so each gets its turn
+      backlog = true;
+      return;
     }
   }
+}
+
+bool Engine::Impl::collect_queue(DeviceCtx& d, QueueIndex qi) {
+  Queue& q = d.queues[qi];
+  while (!q.in_flight.empty()) {
+    if (over_budget()) return false;
+    // One status read for the first command with an event: the
+    // commands before it (event-less) completed with it.
+    std::size_t k = 0;
+    while (k < q.in_flight.size() && !commands.find(q.in_flight[k])->event) ++k;
+    cl_int status = CL_QUEUED;
+    if (k == q.in_flight.size()) {
+      if (d.state != sched::DeviceState::Lost) break;  // its fence comes with the next flush
+      status = CL_DEVICE_NOT_AVAILABLE;                 // nothing will ever complete them
+      k = q.in_flight.size() - 1;
+    } else {
+      ++status_queries;
+      const CommandRec& r = *commands.find(q.in_flight[k]);
+      cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+      if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) break;
+      if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
+      q.failed_reads = 0;
+      if (status > CL_COMPLETE) break;
+    }
+    complete_queue_front(d, qi, k + 1, status);
+  }
+  return true;
 }
 
 // The first `count` commands of queue qi completed with `status`. A failure
@@ -252,7 +264,7 @@ void Engine::Impl::process_outcomes() {
   // Left over from an iteration that ran out of its budget: older than
   // anything still in the graph.
   while (!deferred_outcomes.empty()) {
-    if (over_budget()) {
+    if (yield_now()) {
       backlog = true;
       return;
     }
@@ -270,7 +282,7 @@ void Engine::Impl::process_outcomes() {
   bool stopped = false;
   while (!stopped && graph.take_outcomes(batch)) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
-      if (over_budget()) {
+      if (yield_now()) {
         std::move(batch.begin() + static_cast<std::ptrdiff_t>(i), batch.end(), std::back_inserter(deferred_outcomes));
         backlog = stopped = true;
         break;
