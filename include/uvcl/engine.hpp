@@ -161,6 +161,9 @@ struct EngineStats {
   // on its in-order queue.
   std::uint64_t events = 0, fences = 0;
   std::uint64_t in_flight = 0, pending = 0;
+  // Commands made whose callback has not run yet (not final): in windows, in
+  // flight, or done and waiting for delivery (opencl.loop_budget_us).
+  std::uint64_t unfinished = 0;
   std::uint64_t live_buffers = 0;
   std::uint64_t host_memory_bytes = 0;  // alloc_host() memory not yet freed
   // Pinned staging memory in use: alloc_host() blocks, and transfers' and

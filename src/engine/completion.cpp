@@ -75,48 +75,48 @@ CommandRec* Engine::Impl::completed_by(const DeviceCtx& d, CommandId id, QueueIn
 constexpr std::uint8_t kFailedReadsToGiveUp = 3;
 
 void Engine::Impl::collect_completions() {
-  // Every queue of every device, starting after the one where the last
-  // walk ran out of its budget: a busy first queue must not starve the
-  // others (their commands would never be retired, nor their records freed).
+  // Round robin over every queue of every device, one completed group (the
+  // commands up to an event) per queue per turn, resuming after the queue
+  // served last: when the loop budget ends the walk, every queue has
+  // advanced alike. Walking one queue to its end first starved the others
+  // under a budget (their commands never retired, their records never freed).
   std::size_t total = 0;
   for (const auto& dp : devices) total += dp->queues.size();
-  for (std::size_t step = 0; step < total; ++step) {
-    const std::size_t at = (collect_from + step) % total;
-    std::size_t qi = at;
-    std::size_t dev = 0;
-    while (qi >= devices[dev]->queues.size()) qi -= devices[dev++]->queues.size();
-    if (!collect_queue(*devices[dev], static_cast<QueueIndex>(qi))) {
-      collect_from = at + 1;  // over budget: the next queue first next time, so each gets its turn
+  for (std::size_t idle = 0; idle < total; collect_next = (collect_next + 1) % total) {
+    // Outcomes still waiting from an earlier iteration are delivered
+    // first: collecting more would only queue them behind.
+    if (over_budget() || !deferred_outcomes.empty()) {
       backlog = true;
       return;
     }
+    std::size_t qi = collect_next % total, dev = 0;
+    while (qi >= devices[dev]->queues.size()) qi -= devices[dev++]->queues.size();
+    idle = collect_group(*devices[dev], static_cast<QueueIndex>(qi)) ? 0 : idle + 1;
   }
 }
 
-bool Engine::Impl::collect_queue(DeviceCtx& d, QueueIndex qi) {
+bool Engine::Impl::collect_group(DeviceCtx& d, QueueIndex qi) {
   Queue& q = d.queues[qi];
-  while (!q.in_flight.empty()) {
-    if (over_budget()) return false;
-    // One status read for the first command with an event: the
-    // commands before it (event-less) completed with it.
-    std::size_t k = 0;
-    while (k < q.in_flight.size() && !commands.find(q.in_flight[k])->event) ++k;
-    cl_int status = CL_QUEUED;
-    if (k == q.in_flight.size()) {
-      if (d.state != sched::DeviceState::Lost) break;  // its fence comes with the next flush
-      status = CL_DEVICE_NOT_AVAILABLE;                 // nothing will ever complete them
-      k = q.in_flight.size() - 1;
-    } else {
-      ++status_queries;
-      const CommandRec& r = *commands.find(q.in_flight[k]);
-      cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-      if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) break;
-      if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
-      q.failed_reads = 0;
-      if (status > CL_COMPLETE) break;
-    }
-    complete_queue_front(d, qi, k + 1, status);
+  if (q.in_flight.empty()) return false;
+  // One status read for the first command with an event: the commands
+  // before it (event-less) completed with it.
+  std::size_t k = 0;
+  while (k < q.in_flight.size() && !commands.find(q.in_flight[k])->event) ++k;
+  cl_int status = CL_QUEUED;
+  if (k == q.in_flight.size()) {
+    if (d.state != sched::DeviceState::Lost) return false;  // its fence comes with the next flush
+    status = CL_DEVICE_NOT_AVAILABLE;                        // nothing will ever complete them
+    k = q.in_flight.size() - 1;
+  } else {
+    ++status_queries;
+    const CommandRec& r = *commands.find(q.in_flight[k]);
+    cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+    if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) return false;
+    if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
+    q.failed_reads = 0;
+    if (status > CL_COMPLETE) return false;
   }
+  complete_queue_front(d, qi, k + 1, status);
   return true;
 }
 

@@ -312,6 +312,7 @@ void Engine::Impl::on_poll() {
   if (config.loop_budget_us && iteration_deadline_ns == 0)
     iteration_deadline_ns = uv_hrtime() + std::uint64_t{config.loop_budget_us} * 1000;
   step_deadline_ns = iteration_deadline_ns;  // the timer's, the idle's and the async's on_poll share it
+  process_outcomes();  // what an earlier iteration left undelivered goes first
   collect_completions();
   poll_crosses();
   poll_builds();
@@ -539,6 +540,7 @@ EngineStats Engine::stats() const {
     if (d->staging) s.staging_bytes += d->staging->bytes_live();
   }
   s.live_buffers = impl_->buffers.size();
+  s.unfinished = impl_->commands.size();
   s.status_queries = impl_->status_queries;
   return s;
 }

@@ -350,13 +350,13 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // order, ahead of newer ones.
   std::uint64_t iteration_deadline_ns = 0;  // set by the iteration's first on_poll, cleared by on_check
   std::uint64_t step_deadline_ns = 0;       // iteration_deadline_ns inside on_poll, else 0
-  std::size_t collect_from = 0;             // the queue (over all devices) the next completion walk starts at
+  std::size_t collect_next = 0;             // the queue (over all devices) the completion walk serves next
   bool backlog = false;
   std::deque<sched::CommandGraph::Outcome> deferred_outcomes;
   bool over_budget() const { return step_deadline_ns != 0 && uv_hrtime() >= step_deadline_ns; }
-  // Outcomes wait for a later iteration only while few do: a caller that
-  // launches faster than one budget per iteration retires (collecting
-  // completions fills them) would otherwise grow them without bound.
+  // Outcomes wait for a later iteration only while few do (a bound on what
+  // they hold alive). The completion walk does not run while any wait: it
+  // would only add to them.
   static constexpr std::size_t kMaxDeferredOutcomes = 1024;
   bool yield_now() const { return over_budget() && deferred_outcomes.size() < kMaxDeferredOutcomes; }
 
@@ -477,7 +477,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // Whether the command gets an event of its own.
   bool needs_own_event(const DeviceCtx& d, const Command& c) const;
   void collect_completions();
-  bool collect_queue(DeviceCtx& d, QueueIndex qi);  // false: stopped by the loop budget
+  bool collect_group(DeviceCtx& d, QueueIndex qi);  // true: the queue's first commands completed
   // failed_ahead: the failed command completed just before it on its
   // in-order queue (0: none).
   // by: the command whose event said so, if not this one's own. cause: the
