@@ -404,6 +404,20 @@ def cmd_doc(a):
              "below is generated from the JSON files in `bench-results/` by `bench/report.py`; the analysis "
              "under each table is `bench/notes.md`. Ratios are uvcl / bare: below 1 is better for times (↓), "
              "above 1 is better for rates (↑).\n")
+    # Target summary.
+    o.append("## Targets\n")
+    head = "| figure | target | " + " | ".join("%s" % n for n, _ in runs) + " |\n|---|---|" + "---|" * len(runs)
+    o.append(head)
+    for fid in FIGURE_ORDER:
+        per_run = [targets(fid, j.get("figures", {})) for _, j in runs]
+        n = max(len(t) for t in per_run) if per_run else 0
+        for i in range(n):
+            name = next((t[i][0] for t in per_run if i < len(t)), "")
+            cells = []
+            for t in per_run:
+                cells.append("%s: %s" % (yes(t[i][2]), t[i][1]) if i < len(t) else "—")
+            o.append("| %s | %s | %s |" % (fid, name, " | ".join(cells)))
+    o.append("")
     o.append("## Reproduce\n")
     o.append("```\nscripts/bench.sh            # full PoCL suite + two-device figure + pyopencl, then this file\n"
              "scripts/bench.sh --quick    # the same, smaller (a few minutes)\n"
@@ -425,20 +439,6 @@ def cmd_doc(a):
         o.append("\npyopencl: %s\n" % py)
     if "summary" in notes:
         o.append("\n" + notes["summary"] + "\n")
-    # Target summary.
-    o.append("\n## Targets\n")
-    head = "| figure | target | " + " | ".join("%s" % n for n, _ in runs) + " |\n|---|---|" + "---|" * len(runs)
-    o.append(head)
-    for fid in FIGURE_ORDER:
-        per_run = [targets(fid, j.get("figures", {})) for _, j in runs]
-        n = max(len(t) for t in per_run) if per_run else 0
-        for i in range(n):
-            name = next((t[i][0] for t in per_run if i < len(t)), "")
-            cells = []
-            for t in per_run:
-                cells.append("%s: %s" % (yes(t[i][2]), t[i][1]) if i < len(t) else "—")
-            o.append("| %s | %s | %s |" % (fid, name, " | ".join(cells)))
-    o.append("")
     for fid in FIGURE_ORDER:
         first = next((j["figures"][fid] for _, j in runs if fid in j.get("figures", {})), None)
         if first is None:
