@@ -3,8 +3,8 @@
 #   scripts/fuzz.sh build                 build all targets into $FUZZ_DIR
 #   scripts/fuzz.sh TARGET SECONDS [ARGS]  fuzz TARGET (config|job|safetensors)
 #   scripts/fuzz.sh TARGET corpus          run the seed corpus once (regression)
-# The JSON parsers depend only on src/json, src/status.cpp, src/types.cpp and
-# simdjson, so the targets are compiled directly with clang++ instead of a
+# The JSON parsers depend only on src/json, src/files.cpp, src/status.cpp,
+# src/types.cpp and simdjson, so the targets are compiled directly with clang++ instead of a
 # second full Meson configuration.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +14,8 @@ targets=(config job safetensors)
 
 build_one() {
   local t=$1 out=$FUZZ_DIR/fuzz_$1
-  local srcs=("$root"/src/json/*.cpp "$root"/src/status.cpp "$root"/src/types.cpp "$root/test/fuzz/fuzz_$t.cpp")
+  local srcs=("$root"/src/json/*.cpp "$root"/src/files.cpp "$root"/src/status.cpp "$root"/src/types.cpp
+              "$root/test/fuzz/fuzz_$t.cpp")
   # Rebuild only when a source is newer than the binary.
   if [[ -x $out ]]; then
     local newer=0

@@ -622,7 +622,10 @@ TEST(Job, DuplicateOutputCheckIsLinear) {
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("outputs[200000]: duplicate output \"b0\""), std::string::npos) << r.error().message;
-  EXPECT_LT(secs, 3.0) << "quadratic duplicate check?";
+  // A guard, not a timing target: the quadratic check made 2e10 string
+  // comparisons here (minutes); the linear one takes well under a second,
+  // a few under sanitizers on a loaded machine.
+  EXPECT_LT(secs, 30.0) << "quadratic duplicate check?";
 }
 
 }  // namespace job_test
