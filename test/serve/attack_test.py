@@ -113,7 +113,8 @@ def kernels_and_limits(srv):
     t = time.monotonic()
     status, (st_, msg) = post(port, body)
     took = time.monotonic() - t
-    check(status == 400 and "duplicate output" in msg and took < 5, f"200k outputs with a duplicate: 400 in {took:.2f} s",
+    # A guard against minutes, not a timing target (sanitizer builds are slow).
+    check(status == 400 and "duplicate output" in msg and took < 60, f"200k outputs with a duplicate: 400 in {took:.2f} s",
           f"{status} {msg[:200]}")
     check(alive(srv), "the server is alive after the limits")
 
