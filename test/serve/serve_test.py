@@ -122,20 +122,24 @@ def curl(port, path, data=None, token=TOKEN, extra=()):
     return int(code or 0), body
 
 
+def read_to_close(s, got=b""):
+    """Appends what `s` receives until EOF; b"<timeout>" if it times out or is reset first."""
+    try:
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            got += b
+    except (socket.timeout, ConnectionResetError):
+        got += b"<timeout>"
+    return got
+
+
 def raw(port, data, read_until_close=True, timeout=10):
     """Sends bytes on a fresh socket, returns what comes back until EOF."""
     s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
     s.sendall(data)
-    got = b""
-    if read_until_close:
-        try:
-            while True:
-                b = s.recv(65536)
-                if not b:
-                    break
-                got += b
-        except socket.timeout:
-            got += b"<timeout>"
+    got = read_to_close(s) if read_until_close else b""
     s.close()
     return got
 
@@ -407,14 +411,7 @@ def main():
                 break  # the server answered: stop sending, read it
     except (BrokenPipeError, ConnectionResetError):
         pass
-    try:
-        while True:
-            b = s.recv(65536)
-            if not b:
-                break
-            got += b
-    except (socket.timeout, ConnectionResetError):
-        pass
+    got = read_to_close(s, got)
     s.close()
     took = time.monotonic() - t
     check(got.startswith(b"HTTP/1.1 408 ") and took < 8, "byte-at-a-time client cut off: 408",
