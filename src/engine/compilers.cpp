@@ -41,9 +41,9 @@ std::vector<std::string> compiler_candidates(const Config& config) {
 
 }  // namespace
 
-bool Engine::Impl::build_in_process(std::uint64_t id, ProgramRec& p) {
-  DeviceCompilers& dc = devices[p.device]->compilers;
-  if (config.compile == CompileMode::Inline || dc.inline_only) return false;
+bool Programs::build_in_process(std::uint64_t id, ProgramRec& p) {
+  DeviceCompilers& dc = e.devices[p.device]->compilers;
+  if (e.config.compile == CompileMode::Inline || dc.inline_only) return false;
   // The Build frame's length field would not hold it (the compiler refuses
   // a frame beyond kMaxPayload): an error here, named, not a broken stream.
   const std::size_t payload = 8 + 4 + p.options.size() + 4 + p.source.size();
@@ -53,7 +53,7 @@ bool Engine::Impl::build_in_process(std::uint64_t id, ProgramRec& p) {
                     "program " + std::to_string(id) + ": the source (" + std::to_string(p.source.size()) +
                         " bytes) and its options exceed the compiler process's frame limit of " +
                         std::to_string(compiler::kMaxPayload) + " bytes"};
-    loop::wake(handles->wake_token());
+    loop::wake(e.handles->wake_token());
     return true;
   }
   p.build = ProgramRec::Build::Queued;
@@ -62,16 +62,16 @@ bool Engine::Impl::build_in_process(std::uint64_t id, ProgramRec& p) {
   return true;
 }
 
-void Engine::Impl::dispatch_builds(DeviceCompilers& dc) {
+void Programs::dispatch_builds(DeviceCompilers& dc) {
   while (!dc.waiting.empty() && !dc.inline_only) {
     CompilerProcess* idle = nullptr;
     for (CompilerProcess* c : dc.processes)
       if (!c->busy()) idle = c;
     if (!idle) {
-      if (dc.processes.size() >= config.compilers) return;  // the rest wait for one to finish
+      if (dc.processes.size() >= e.config.compilers) return;  // the rest wait for one to finish
       if (!compiler_path) {
         compiler_path = "";
-        for (const std::string& path : compiler_candidates(config))
+        for (const std::string& path : compiler_candidates(e.config))
           if (::access(path.c_str(), X_OK) == 0) {
             compiler_path = path;
             break;
@@ -79,26 +79,26 @@ void Engine::Impl::dispatch_builds(DeviceCompilers& dc) {
       }
       if (compiler_path->empty()) {
         std::string tried;
-        for (const std::string& path : compiler_candidates(config)) tried += (tried.empty() ? "" : ", ") + path;
+        for (const std::string& path : compiler_candidates(e.config)) tried += (tried.empty() ? "" : ", ") + path;
         return fall_back_to_inline(dc, "no executable uvcl-compiler (tried " + tried + ")");
       }
-      const DeviceCtx& d = *devices[dc.device];
+      const DeviceCtx& d = *e.devices[dc.device];
       std::size_t in_platform = 0;  // the device's index within its platform, as the compiler enumerates
       for (std::uint32_t i = 0; i < dc.device; ++i)
-        if (devices[i]->dev.info.platform_index == d.dev.info.platform_index) ++in_platform;
+        if (e.devices[i]->dev.info.platform_index == d.dev.info.platform_index) ++in_platform;
       CompilerProcess::Settings s;
       s.path = *compiler_path;
       s.args = {"--platform", std::to_string(d.dev.info.platform_index), "--device", std::to_string(in_platform),
                 "--name", d.dev.info.name, "--driver", d.dev.info.driver_version};
-      if (!config.library.empty()) s.args.insert(s.args.end(), {"--library", config.library});
-      s.timeout_ms = config.compile_timeout_ms;
-      s.idle_ms = config.compiler_idle_ms;
-      auto started = CompilerProcess::spawn(loop, s, &dc);
+      if (!e.config.library.empty()) s.args.insert(s.args.end(), {"--library", e.config.library});
+      s.timeout_ms = e.config.compile_timeout_ms;
+      s.idle_ms = e.config.compiler_idle_ms;
+      auto started = CompilerProcess::spawn(e.loop, s, &dc);
       if (!started) return fall_back_to_inline(dc, started.error().message);
-      ++counters.compiler_starts;
+      ++e.counters.compiler_starts;
       idle = started.value();
       dc.processes.push_back(idle);
-      if (config.debug_backends)
+      if (e.config.debug_backends)
         std::fprintf(stderr, "uvcl: device %u: started %s (pid %d)\n", dc.device, s.path.c_str(), idle->pid());
     }
     const std::uint64_t id = dc.waiting.front();
@@ -109,9 +109,9 @@ void Engine::Impl::dispatch_builds(DeviceCompilers& dc) {
   }
 }
 
-void Engine::Impl::fall_back_to_inline(DeviceCompilers& dc, const std::string& why) {
+void Programs::fall_back_to_inline(DeviceCompilers& dc, const std::string& why) {
   dc.inline_only = true;
-  if (config.debug_backends)
+  if (e.config.debug_backends)
     std::fprintf(stderr, "uvcl: device %u: the OpenCL compiler process cannot be used (%s): building inline\n",
                  dc.device, why.c_str());
   while (!dc.waiting.empty()) {
@@ -124,11 +124,11 @@ void Engine::Impl::fall_back_to_inline(DeviceCompilers& dc, const std::string& w
                                rc);
     }
   }
-  loop::wake(handles->wake_token());  // poll_builds reports them
+  loop::wake(e.handles->wake_token());  // poll_builds reports them
 }
 
-void Engine::Impl::close_compilers() {
-  for (const auto& d : devices) {
+void Programs::close_compilers() {
+  for (const auto& d : e.devices) {
     for (CompilerProcess* c : d->compilers.processes) c->close();
     d->compilers.processes.clear();
     d->compilers.waiting.clear();
@@ -138,8 +138,8 @@ void Engine::Impl::close_compilers() {
 void DeviceCompilers::on_result(CompilerProcess&, compiler::BuildResult result) {
   Engine::Impl& e = *engine;
   ++e.counters.process_builds;
-  auto it = e.programs.find(result.program);
-  if (it != e.programs.end() && it->second.build == ProgramRec::Build::InProcess) {
+  auto it = e.progs.programs.find(result.program);
+  if (it != e.progs.programs.end() && it->second.build == ProgramRec::Build::InProcess) {
     ProgramRec& p = it->second;
     using Outcome = compiler::BuildResult::Outcome;
     if (result.outcome == Outcome::Built) {
@@ -155,18 +155,18 @@ void DeviceCompilers::on_result(CompilerProcess&, compiler::BuildResult result) 
     }
     loop::wake(e.handles->wake_token());
   }
-  e.dispatch_builds(*this);
+  e.progs.dispatch_builds(*this);
 }
 
 void DeviceCompilers::on_lost(CompilerProcess& c, CompilerProcess::Lost how, std::uint64_t program,
                               const Error& why) {
   Engine::Impl& e = *engine;
   std::erase(processes, &c);
-  auto it = program != 0 ? e.programs.find(program) : e.programs.end();
-  const bool in_flight = it != e.programs.end() && it->second.build == ProgramRec::Build::InProcess;
+  auto it = program != 0 ? e.progs.programs.find(program) : e.progs.programs.end();
+  const bool in_flight = it != e.progs.programs.end() && it->second.build == ProgramRec::Build::InProcess;
   if (how == CompilerProcess::Lost::Unavailable) {
     if (in_flight) waiting.push_front(program);  // built inline, with the others
-    e.fall_back_to_inline(*this, why.message);
+    e.progs.fall_back_to_inline(*this, why.message);
     return;
   }
   if (in_flight) {
@@ -175,7 +175,7 @@ void DeviceCompilers::on_lost(CompilerProcess& c, CompilerProcess::Lost how, std
     it->second.error = why;
     loop::wake(e.handles->wake_token());
   }
-  e.dispatch_builds(*this);  // a new process for the next build, if one waits
+  e.progs.dispatch_builds(*this);  // a new process for the next build, if one waits
 }
 
 }  // namespace uvcl

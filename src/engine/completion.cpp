@@ -21,17 +21,17 @@ void CL_CALLBACK on_cl_event(cl_event, cl_int, void* token) {
 
 // --- the record -------------------------------------------------------------
 
-void Engine::Impl::transition(CommandRec& r, sched::CommandEvent e) {
-  const auto to = sched::next(r.state, e);
+void Completion::transition(CommandRec& r, sched::CommandEvent ev) {
+  const auto to = sched::next(r.state, ev);
   assert(to && "illegal command transition");
   if (to) r.state = *to;
 }
 
-void Engine::Impl::make_final(CommandRec& r) {
+void Completion::make_final(CommandRec& r) {
   transition(r, sched::CommandEvent::Finalize);
-  if (r.event) api->clReleaseEvent(r.event);
+  if (r.event) e.api->clReleaseEvent(r.event);
   r.event = nullptr;
-  commands.drop_front_while([](const CommandRec& c) { return c.state == sched::CommandState::Final; });
+  e.commands.drop_front_while([](const CommandRec& c) { return c.state == sched::CommandState::Final; });
 }
 
 // Asks the driver rather than guessing "pending" for recent commands: a
@@ -44,7 +44,7 @@ bool Engine::Impl::is_complete(CommandId id) const {
   if (!r || sched::device_done(r->state) || r->seen_done) return true;  // no record: final
   if (r->queue == sched::kNoQueue) return false;  // pending, or a user event: completed by us
   // Const in the scheduler's eyes; the flags below cache driver state.
-  CommandRec* by = const_cast<Engine::Impl*>(this)->completed_by(*devices[r->device], id, r->queue);
+  CommandRec* by = const_cast<Engine::Impl*>(this)->completion.completed_by(*devices[r->device], id, r->queue);
   if (!by) return false;  // its fence comes with the next flush
   if (!by->seen_done) {
     ++status_queries;
@@ -59,10 +59,10 @@ bool Engine::Impl::is_complete(CommandId id) const {
   return true;
 }
 
-CommandRec* Engine::Impl::completed_by(const DeviceCtx& d, CommandId id, QueueIndex q) {
+CommandRec* Completion::completed_by(const DeviceCtx& d, CommandId id, QueueIndex q) {
   const std::deque<CommandId>& f = d.queues[q].in_flight;
   for (auto it = std::lower_bound(f.begin(), f.end(), id); it != f.end(); ++it) {
-    CommandRec* r = commands.find(*it);
+    CommandRec* r = e.commands.find(*it);
     if (r->event) return r;
   }
   return nullptr;
@@ -74,14 +74,14 @@ CommandRec* Engine::Impl::completed_by(const DeviceCtx& d, CommandId id, QueueIn
 // 1 ms apart) before the event counts as failed.
 constexpr std::uint8_t kFailedReadsToGiveUp = 3;
 
-void Engine::Impl::collect_completions() {
+void Completion::collect_completions() {
   // Round robin over every queue of every device, one completed group (the
   // commands up to an event) per queue per turn, resuming after the queue
   // served last: when the loop budget ends the walk, every queue has
   // advanced alike. Walking one queue to its end first starved the others
   // under a budget (their commands never retired, their records never freed).
   std::size_t total = 0;
-  for (const auto& dp : devices) total += dp->queues.size();
+  for (const auto& dp : e.devices) total += dp->queues.size();
   for (std::size_t idle = 0; idle < total; collect_next = (collect_next + 1) % total) {
     // Outcomes still waiting from an earlier iteration are delivered
     // first: collecting more would only queue them behind.
@@ -90,27 +90,27 @@ void Engine::Impl::collect_completions() {
       return;
     }
     std::size_t qi = collect_next % total, dev = 0;
-    while (qi >= devices[dev]->queues.size()) qi -= devices[dev++]->queues.size();
-    idle = collect_group(*devices[dev], static_cast<QueueIndex>(qi)) ? 0 : idle + 1;
+    while (qi >= e.devices[dev]->queues.size()) qi -= e.devices[dev++]->queues.size();
+    idle = collect_group(*e.devices[dev], static_cast<QueueIndex>(qi)) ? 0 : idle + 1;
   }
 }
 
-bool Engine::Impl::collect_group(DeviceCtx& d, QueueIndex qi) {
+bool Completion::collect_group(DeviceCtx& d, QueueIndex qi) {
   Queue& q = d.queues[qi];
   if (q.in_flight.empty()) return false;
   // One status read for the first command with an event: the commands
   // before it (event-less) completed with it.
   std::size_t k = 0;
-  while (k < q.in_flight.size() && !commands.find(q.in_flight[k])->event) ++k;
+  while (k < q.in_flight.size() && !e.commands.find(q.in_flight[k])->event) ++k;
   cl_int status = CL_QUEUED;
   if (k == q.in_flight.size()) {
     if (d.state != sched::DeviceState::Lost) return false;  // its fence comes with the next flush
     status = CL_DEVICE_NOT_AVAILABLE;                        // nothing will ever complete them
     k = q.in_flight.size() - 1;
   } else {
-    ++status_queries;
-    const CommandRec& r = *commands.find(q.in_flight[k]);
-    cl_int rc = api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+    ++e.status_queries;
+    const CommandRec& r = *e.commands.find(q.in_flight[k]);
+    cl_int rc = e.api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
     if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) return false;
     if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
     q.failed_reads = 0;
@@ -123,7 +123,7 @@ bool Engine::Impl::collect_group(DeviceCtx& d, QueueIndex qi) {
 // The first `count` commands of queue qi completed with `status`. A failure
 // the event-less ones share with the event that completed them is
 // attributed to the first of them; the others name it.
-void Engine::Impl::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status) {
+void Completion::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status) {
   Queue& q = d.queues[qi];
   const CommandId by = q.in_flight[count - 1];
   for (std::size_t i = 0; i < count && !q.in_flight.empty(); ++i) {
@@ -138,16 +138,16 @@ void Engine::Impl::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t
   }
 }
 
-void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by,
+void Completion::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by,
                                    const Error* cause) {
-  CommandRec& r = *commands.find(id);
+  CommandRec& r = *e.commands.find(id);
   r.status = status;
   open_gate(r);
   if (r.op == Op::Timed && status == CL_COMPLETE) {
     cl_ulong start = 0, end = 0;
-    cl_int rc = api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
+    cl_int rc = e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
     if (rc == CL_SUCCESS)
-      rc = api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
+      rc = e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
     if (rc != CL_SUCCESS)
       r.timing = cl::call_error(Status::KernelSync, "clGetEventProfilingInfo", rc)
                      .context("timed launch " + std::to_string(id));
@@ -165,18 +165,18 @@ void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed
   }
   const bool parked = r.state == sched::CommandState::Parked;
   transition(r, sched::CommandEvent::DeviceDone);
-  if (err) report(id, *err);
+  if (err) e.report(id, *err);
   if (r.kernel) {
-    auto k = kernels.find(r.kernel);
-    if (k != kernels.end()) {
+    auto k = e.progs.kernels.find(r.kernel);
+    if (k != e.progs.kernels.end()) {
       --k->second.uses;
-      maybe_free_kernel(r.kernel);
+      e.progs.maybe_free_kernel(r.kernel);
     }
   }
-  graph.event_done(id, std::move(err));
+  e.graph.event_done(id, std::move(err));
   if (!r.frees.empty()) {
     std::vector<std::uint64_t> frees = std::move(r.frees);
-    release_uses(frees);
+    e.memory.release_uses(frees);
   }
   if (parked) {
     std::optional<Error> outcome = std::move(r.outcome);
@@ -184,40 +184,40 @@ void Engine::Impl::event_completed(CommandId id, cl_int status, CommandId failed
   }
 }
 
-void Engine::Impl::trace_completed(CommandRec& r) {
+void Completion::trace_completed(CommandRec& r) {
   TraceCommand t = std::move(*r.trace);
   r.trace.reset();
-  const DeviceCtx& d = *devices[r.device];
-  const bool profiled = r.queue != sched::kNoQueue && (config.profile || r.queue == d.profiling_queue());
+  const DeviceCtx& d = *e.devices[r.device];
+  const bool profiled = r.queue != sched::kNoQueue && (e.config.profile || r.queue == d.profiling_queue());
   cl_ulong queued = 0, start = 0, end = 0;
   if (profiled && r.status == CL_COMPLETE &&
-      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr) ==
+      e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_QUEUED, sizeof queued, &queued, nullptr) ==
           CL_SUCCESS &&
-      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) ==
+      e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr) ==
           CL_SUCCESS &&
-      api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS) {
+      e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr) == CL_SUCCESS) {
     // The device clock has its own epoch: align "queued" with the host's
     // submission time, once per device.
-    if (!trace->has_offset(r.device))
-      trace->set_offset(r.device, static_cast<std::int64_t>(r.submit_ns) - static_cast<std::int64_t>(queued));
-    const std::int64_t off = trace->offset(r.device);
+    if (!e.trace->has_offset(r.device))
+      e.trace->set_offset(r.device, static_cast<std::int64_t>(r.submit_ns) - static_cast<std::int64_t>(queued));
+    const std::int64_t off = e.trace->offset(r.device);
     t.start_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(start) + off);
     t.end_ns = static_cast<std::uint64_t>(static_cast<std::int64_t>(end) + off);
   } else {
     t.start_ns = r.submit_ns;
     t.end_ns = uv_hrtime();
   }
-  trace->command(std::move(t));
+  e.trace->command(std::move(t));
 }
 
-Error Engine::Impl::event_error(CommandId id, const CommandRec& r, CommandId failed_ahead, CommandId by) const {
+Error Completion::event_error(CommandId id, const CommandRec& r, CommandId failed_ahead, CommandId by) const {
   const Status s = r.op == Op::Read ? Status::MemoryCopyP2H
                    : r.op == Op::Write || r.op == Op::Fill ? Status::MemoryCopyH2P
                                                             : Status::KernelSync;
   std::string what = std::string(op_name(r.op)) + " (command " + std::to_string(id);
   if (r.kernel) {
-    auto k = kernels.find(r.kernel);
-    if (k != kernels.end()) what += ", kernel " + k->second.name + ", tag " + std::to_string(r.tag);
+    auto k = e.progs.kernels.find(r.kernel);
+    if (k != e.progs.kernels.end()) what += ", kernel " + k->second.name + ", tag " + std::to_string(r.tag);
   }
   what += ") on device " + std::to_string(r.device) + " completed with " + cl::error_name(r.status);
   if (failed_ahead != 0)
@@ -228,11 +228,11 @@ Error Engine::Impl::event_error(CommandId id, const CommandRec& r, CommandId fai
   return Error{s, what};
 }
 
-void Engine::Impl::open_gate(CommandRec& r) {
+void Completion::open_gate(CommandRec& r) {
   if (!r.gate) return;
   // A failed status would fail what waits; the gate only orders.
-  api->clSetUserEventStatus(r.gate, CL_COMPLETE);
-  api->clReleaseEvent(r.gate);
+  e.api->clSetUserEventStatus(r.gate, CL_COMPLETE);
+  e.api->clReleaseEvent(r.gate);
   r.gate = nullptr;
 }
 
@@ -240,16 +240,16 @@ void Engine::Impl::on_failed(CommandId id, const Error& error) {
   const CommandRec* r = commands.find(id);
   if (!r) return;
   for (std::uint64_t bid : r->written) {
-    auto b = buffers.find(bid);
+    auto b = memory.buffers.find(bid);
     // Unless a later command wrote it since.
-    if (b != buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == id)
+    if (b != memory.buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == id)
       b->second.poison = Error{error.status, "buffer " + std::to_string(bid) + " holds no valid data: " + error.message};
   }
 }
 
-void Engine::Impl::deliver_outcome(sched::CommandGraph::Outcome& o) {
+void Completion::deliver_outcome(sched::CommandGraph::Outcome& o) {
   using S = sched::CommandState;
-  CommandRec* r = commands.find(o.id);
+  CommandRec* r = e.commands.find(o.id);
   if (!r) return;
   if (r->state == S::Submitted) {  // known before its device work ended: finalized when it does
     r->outcome = std::move(o.error);
@@ -260,7 +260,7 @@ void Engine::Impl::deliver_outcome(sched::CommandGraph::Outcome& o) {
   finalize(o.id, o.error);
 }
 
-void Engine::Impl::process_outcomes() {
+void Completion::process_outcomes() {
   // Left over from an iteration that ran out of its budget: older than
   // anything still in the graph.
   while (!deferred_outcomes.empty()) {
@@ -280,7 +280,7 @@ void Engine::Impl::process_outcomes() {
     outcome_spares.pop_back();
   }
   bool stopped = false;
-  while (!stopped && graph.take_outcomes(batch)) {
+  while (!stopped && e.graph.take_outcomes(batch)) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (yield_now()) {
         std::move(batch.begin() + static_cast<std::ptrdiff_t>(i), batch.end(), std::back_inserter(deferred_outcomes));
@@ -293,10 +293,10 @@ void Engine::Impl::process_outcomes() {
   outcome_spares.push_back(std::move(batch));
 }
 
-void Engine::Impl::finalize(CommandId id, const std::optional<Error>& error) {
-  if (FinalHook hook = std::move(commands.find(id)->hook))
-    in_user_callback(*this, [&] { hook(id, error); });
-  make_final(*commands.find(id));  // still stored: only final records are dropped
+void Completion::finalize(CommandId id, const std::optional<Error>& error) {
+  if (FinalHook hook = std::move(e.commands.find(id)->hook))
+    in_user_callback(e, [&] { hook(id, error); });
+  make_final(*e.commands.find(id));  // still stored: only final records are dropped
 }
 
 }  // namespace uvcl

@@ -59,10 +59,10 @@ Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* 
     loop = impl->own_loop.get();
   }
   impl->loop = loop;
-  if (!config.cache_dir.empty()) impl->cache = std::make_unique<ProgramCache>(config.cache_dir);
+  if (!config.cache_dir.empty()) impl->progs.cache = std::make_unique<ProgramCache>(config.cache_dir);
   {
     const cl::Api* api = impl->api;
-    impl->memo = std::make_unique<ProgramMemo>(
+    impl->progs.memo = std::make_unique<ProgramMemo>(
         config.program_memo, [api](ProgramMemo::Handle h) { api->clReleaseProgram(static_cast<cl_program>(h)); });
   }
   auto handles = loop::Handles::open(loop, impl.get());
@@ -71,7 +71,7 @@ Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* 
     return std::move(handles).error();
   }
   impl->handles = handles.value();
-  impl->open_root_scope();
+  impl->errors.open_root_scope();
   if (auto r = impl->init_devices(); !r) {
     impl->shutdown();
     return std::move(r).error();
@@ -142,7 +142,7 @@ Engine::~Engine() {
 void Engine::Impl::cancel_windows() {
   // Work still in windows never ran: cancel it.
   for (const auto& d : devices) {
-    for (const Command& c : d->window.take()) fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
+    for (const Command& c : d->window.take()) submitter.fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
   }
 }
 
@@ -150,12 +150,12 @@ void Engine::Impl::shutdown() {
   cancel_windows();
   // Open gates first: what waits on a timed launch that never ends would
   // otherwise keep clFinish waiting.
-  for (CommandId id = commands.base(); id < commands.next_id(); ++id) open_gate(*commands.find(id));
+  for (CommandId id = commands.base(); id < commands.next_id(); ++id) completion.open_gate(*commands.find(id));
   // Likewise cross-device copies: only the loop, which no longer turns,
   // would write their remaining chunks and complete their user events. Fail
   // those events, so what waits on them fails rather than hangs; the copies'
   // callbacks are cancelled below.
-  for (auto& [id, x] : crosses) {
+  for (auto& [id, x] : transfers.crosses) {
     if (!x.dst_submitted || x.abandoned) continue;
     api->clSetUserEventStatus(x.user_event, CL_INVALID_OPERATION);
     x.abandoned = true;
@@ -165,9 +165,9 @@ void Engine::Impl::shutdown() {
     for (Queue& q : d->queues)
       if (q.queue) api->clFinish(q.queue);
   for (int round = 0; round < 4; ++round) {
-    collect_completions();
-    poll_crosses();
-    process_outcomes();
+    completion.collect_completions();
+    transfers.poll_crosses();
+    completion.process_outcomes();
   }
   // What is still unfinished (a failed clFinish: a hung or lost device) gets
   // its callback now, exactly once, as the contract says; a hook also gives
@@ -184,51 +184,51 @@ void Engine::Impl::shutdown() {
       if (!error) error = Error{Status::Cancelled, "engine destroyed before command " + std::to_string(id) + " completed"};
       if (r->state != sched::CommandState::Failed && r->state != sched::CommandState::Cancelled &&
           r->state != sched::CommandState::OutcomeKnown)
-        transition(*r, sched::CommandEvent::Cancel);
-      finalize(id, error);
+        completion.transition(*r, sched::CommandEvent::Cancel);
+      completion.finalize(id, error);
     }
   }
 
   // Compiler processes are killed (and reaped by the loop, through their
   // process handles); the builds they had get Cancelled below, as do builds
   // that callbacks start meanwhile (those run inline: no process is left).
-  close_compilers();
+  progs.close_compilers();
   for (const auto& d : devices) d->compilers.inline_only = true;
   // Callbacks may start more builds meanwhile: take the list each round.
-  while (!building.empty()) {
+  while (!progs.building.empty()) {
     std::vector<std::uint64_t> ids;
-    ids.swap(building);
+    ids.swap(progs.building);
     for (std::uint64_t id : ids) {
-      auto it = programs.find(id);
-      if (it != programs.end() && it->second.on_built) {
+      auto it = progs.programs.find(id);
+      if (it != progs.programs.end() && it->second.on_built) {
         auto cb = std::move(it->second.on_built);
         in_user_callback(*this, [&] { cb(Error{Status::Cancelled, "engine destroyed while building"}); });
       }
     }
   }
   deliver_raised();
-  cancel_scopes();
-  for (auto& [id, x] : crosses) {
+  errors.cancel_scopes();
+  for (auto& [id, x] : transfers.crosses) {
     for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
     for (CrossChunk& c : x.chunks) {
       if (c.write) api->clReleaseEvent(c.write);
       devices[x.src_device]->staging->give_back(c.staging);
     }
   }
-  crosses.clear();
-  for (auto& [id, b] : buffers) {
+  transfers.crosses.clear();
+  for (auto& [id, b] : memory.buffers) {
     hazards.clear(b.hazards);
     if (b.mem) api->clReleaseMemObject(b.mem);
   }
-  buffers.clear();
-  for (auto& [id, k] : kernels)
+  memory.buffers.clear();
+  for (auto& [id, k] : progs.kernels)
     if (k.kernel) api->clReleaseKernel(k.kernel);
-  kernels.clear();
-  for (auto& [id, p] : programs)
+  progs.kernels.clear();
+  for (auto& [id, p] : progs.programs)
     if (p.program) api->clReleaseProgram(p.program);
-  programs.clear();
-  if (memo) memo->clear();  // before the contexts go
-  free_host_memory();       // the hooks above ended its last transfers
+  progs.programs.clear();
+  if (progs.memo) progs.memo->clear();  // before the contexts go
+  memory.free_host_memory();       // the hooks above ended its last transfers
   // Reads given up on above (a failed clFinish) may still write into their
   // staging blocks, and one device's queue may still copy out of another
   // device's staging (a cross-device chunk): free no pool before every
@@ -298,8 +298,8 @@ Result<void> Engine::close(std::function<void()> on_closed) {
 
 void Engine::Impl::on_prepare() {
   Entry entry(*this);
-  submit_all();
-  for (const auto& d : devices) flush_dirty_queues(*d);  // and fences what the windows' flushes could not
+  submitter.submit_all();
+  for (const auto& d : devices) submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
   deliver_raised();
   update_busy();
 }
@@ -308,33 +308,33 @@ void Engine::Impl::on_poll() {
   if (polling) return;
   Entry entry(*this);
   polling = true;
-  backlog = false;
-  if (config.loop_budget_us && iteration_deadline_ns == 0)
-    iteration_deadline_ns = uv_hrtime() + std::uint64_t{config.loop_budget_us} * 1000;
-  step_deadline_ns = iteration_deadline_ns;  // the timer's, the idle's and the async's on_poll share it
-  process_outcomes();  // what an earlier iteration left undelivered goes first
-  collect_completions();
-  poll_crosses();
-  poll_builds();
-  process_outcomes();
-  check_scopes();
-  step_deadline_ns = 0;
+  completion.backlog = false;
+  if (config.loop_budget_us && completion.iteration_deadline_ns == 0)
+    completion.iteration_deadline_ns = uv_hrtime() + std::uint64_t{config.loop_budget_us} * 1000;
+  completion.step_deadline_ns = completion.iteration_deadline_ns;  // the timer's, the idle's and the async's on_poll share it
+  completion.process_outcomes();  // what an earlier iteration left undelivered goes first
+  completion.collect_completions();
+  transfers.poll_crosses();
+  progs.poll_builds();
+  completion.process_outcomes();
+  errors.check_scopes();
+  completion.step_deadline_ns = 0;
   polling = false;
   deliver_raised();
   finish_close_if_idle();
   update_busy();
 }
 
-void Engine::Impl::on_check() { iteration_deadline_ns = 0; }
+void Engine::Impl::on_check() { completion.iteration_deadline_ns = 0; }
 
 bool Engine::Impl::busy() const { return has_work() || close_state == CloseState::Closing; }
 
 bool Engine::Impl::has_work() const {
-  if (commands.size() > 0 || !building.empty() || !closing.empty() || !crosses.empty() || loop_holds > 0)
+  if (commands.size() > 0 || !progs.building.empty() || !errors.closing.empty() || !transfers.crosses.empty() || loop_holds > 0)
     return true;
   for (const auto& d : devices)
     if (!d->window.empty()) return true;
-  return dying > 0 || !undelivered_errors.empty() || !undelivered_schedule.empty();
+  return memory.dying > 0 || !undelivered_errors.empty() || !undelivered_schedule.empty();
 }
 
 void Engine::Impl::update_busy() {
@@ -343,8 +343,8 @@ void Engine::Impl::update_busy() {
   handles->set_busy(b);
   // Work left by an iteration that ran out of its budget: the loop must not
   // sleep (the idle handle runs on_poll again next iteration).
-  if (backlog && b) handles->set_spinning(true);
-  if (handles->spinning() && (!b || (uv_hrtime() >= spin_until_ns && !backlog))) {
+  if (completion.backlog && b) handles->set_spinning(true);
+  if (handles->spinning() && (!b || (uv_hrtime() >= spin_until_ns && !completion.backlog))) {
     handles->set_spinning(false);
     for (CommandId id : callback_after_spin) {
       const CommandRec* r = commands.find(id);
@@ -358,7 +358,7 @@ void Engine::Impl::update_busy() {
 void Engine::Impl::report(const Error& e) { report(0, e); }
 
 void Engine::Impl::report(CommandId failed, const Error& e) {
-  capture_error(failed == 0 ? root_scope : scope_of(failed), e);
+  errors.capture_error(failed == 0 ? errors.root_scope : errors.scope_of(failed), e);
   ++counters.failed;
   if (error_listener) undelivered_errors.push_back(e);
 }
@@ -401,7 +401,7 @@ void Engine::drain(DoneCallback on_done) {
     if (on_done) on_done(Error{Status::Cancelled, "drain: the engine is closed"});
     return;
   }
-  e.submit_all();
+  e.submitter.submit_all();
   // Ask for a completion callback on the last command of every busy queue,
   // so the drain completes when the work does, not at the next 1 ms poll
   // tick. (In-order queues: the tail completes last.)
@@ -413,8 +413,8 @@ void Engine::drain(DoneCallback on_done) {
         e.api->clSetEventCallback(r->event, CL_COMPLETE, on_cl_event,
                                   reinterpret_cast<void*>(e.handles->wake_token()));
     }
-  e.close_scope(e.root_scope, std::move(on_done));
-  e.open_root_scope();
+  e.errors.close_scope(e.errors.root_scope, std::move(on_done));
+  e.errors.open_root_scope();
   e.update_busy();
 }
 
@@ -422,7 +422,7 @@ void Engine::poll() {
   Impl* e = impl_.get();  // a callback may destroy the Engine: the Entry keeps the Impl
   e->check_thread("poll");
   Entry entry(*e);
-  e->submit_all();
+  e->submitter.submit_all();
   e->on_poll();
   // Only the engine's own loop: a caller's loop is the caller's to run (and
   // may be running now, with this call inside one of its callbacks).
@@ -450,7 +450,7 @@ Result<void> Engine::run_until(const std::function<bool()>& done) {
   UVCL_TRY(refuse_in_callback(e, "run_until"));
   Entry entry(e);
   while (!done()) {
-    e.submit_all();
+    e.submitter.submit_all();
     e.update_busy();
     if (!e.busy() && !done())
       return Error{Status::InvalidArgument, "run_until: nothing in flight can complete the awaited operation"};
@@ -539,7 +539,7 @@ EngineStats Engine::stats() const {
     for (const Queue& q : d->queues) s.in_flight += q.in_flight.size();
     if (d->staging) s.staging_bytes += d->staging->bytes_live();
   }
-  s.live_buffers = impl_->buffers.size();
+  s.live_buffers = impl_->memory.buffers.size();
   s.unfinished = impl_->commands.size();
   s.status_queries = impl_->status_queries;
   return s;

@@ -13,50 +13,50 @@
 
 namespace uvcl {
 
-void Engine::Impl::enter_scope(std::uint64_t scope) {
+void ErrorScopes::enter_scope(std::uint64_t scope) {
   // Entries no unfinished command can map to any more are dropped first.
-  while (scope_from.size() > 1 && std::next(scope_from.begin())->first <= commands.base())
+  while (scope_from.size() > 1 && std::next(scope_from.begin())->first <= e.commands.base())
     scope_from.erase(scope_from.begin());
-  scope_from[commands.next_id()] = scope;
+  scope_from[e.commands.next_id()] = scope;
 }
 
-void Engine::Impl::open_root_scope() {
+void ErrorScopes::open_root_scope() {
   root_scope = next_scope++;
   scopes[root_scope];
   if (open_scopes.empty()) enter_scope(root_scope);
 }
 
-void Engine::Impl::capture_error(std::uint64_t scope, const Error& error) {
+void ErrorScopes::capture_error(std::uint64_t scope, const Error& error) {
   auto it = scopes.find(scope);
   if (it != scopes.end() && !it->second.error) it->second.error = error;
 }
 
-std::uint64_t Engine::Impl::scope_of(CommandId id) const {
+std::uint64_t ErrorScopes::scope_of(CommandId id) const {
   auto it = scope_from.upper_bound(id);
   return it == scope_from.begin() ? root_scope : std::prev(it)->second;
 }
 
-void Engine::Impl::close_scope(std::uint64_t scope, DoneCallback on_done) {
+void ErrorScopes::close_scope(std::uint64_t scope, DoneCallback on_done) {
   ErrorScope& s = scopes.at(scope);
   s.closed = true;
-  s.target = commands.next_id() - 1;
+  s.target = e.commands.next_id() - 1;
   s.on_done = std::move(on_done);
   closing.push_back(scope);
 }
 
-void Engine::Impl::check_scopes() {
+void ErrorScopes::check_scopes() {
   // In closing order: a scope closed later covers at least as many commands.
-  while (!closing.empty() && scopes.at(closing.front()).target < commands.base()) {
+  while (!closing.empty() && scopes.at(closing.front()).target < e.commands.base()) {
     const std::uint64_t id = closing.front();
     closing.erase(closing.begin());
     auto node = scopes.extract(id);
     Result<void> r;
     if (node.mapped().error) r = std::move(*node.mapped().error);
-    if (node.mapped().on_done) in_user_callback(*this, [&] { node.mapped().on_done(std::move(r)); });
+    if (node.mapped().on_done) in_user_callback(e, [&] { node.mapped().on_done(std::move(r)); });
   }
 }
 
-void Engine::Impl::cancel_scopes() {
+void ErrorScopes::cancel_scopes() {
   // Callbacks may close more scopes meanwhile: take the list each round.
   while (!closing.empty()) {
     std::vector<std::uint64_t> ids;
@@ -64,7 +64,7 @@ void Engine::Impl::cancel_scopes() {
     for (std::uint64_t id : ids) {
       auto node = scopes.extract(id);
       if (node && node.mapped().on_done)
-        in_user_callback(*this, [&] { node.mapped().on_done(Error{Status::Cancelled, "engine destroyed"}); });
+        in_user_callback(e, [&] { node.mapped().on_done(Error{Status::Cancelled, "engine destroyed"}); });
     }
   }
 }
@@ -72,21 +72,21 @@ void Engine::Impl::cancel_scopes() {
 void Engine::push_error_scope() {
   Impl& e = *impl_;
   e.check_thread("push_error_scope");
-  const std::uint64_t id = e.next_scope++;
-  e.scopes[id];
-  e.open_scopes.push_back(id);
-  e.enter_scope(id);
+  const std::uint64_t id = e.errors.next_scope++;
+  e.errors.scopes[id];
+  e.errors.open_scopes.push_back(id);
+  e.errors.enter_scope(id);
 }
 
 Result<void> Engine::pop_error_scope(DoneCallback on_done) {
   Impl& e = *impl_;
-  if (e.open_scopes.empty()) return Error{Status::InvalidArgument, "pop_error_scope: no error scope is open"};
+  if (e.errors.open_scopes.empty()) return Error{Status::InvalidArgument, "pop_error_scope: no error scope is open"};
   if (!on_done) return Error{Status::InvalidArgument, "pop_error_scope: a callback is required"};
-  const std::uint64_t id = e.open_scopes.back();
-  e.open_scopes.pop_back();
-  e.submit_all();
-  e.close_scope(id, std::move(on_done));
-  e.enter_scope(e.open_scopes.empty() ? e.root_scope : e.open_scopes.back());
+  const std::uint64_t id = e.errors.open_scopes.back();
+  e.errors.open_scopes.pop_back();
+  e.submitter.submit_all();
+  e.errors.close_scope(id, std::move(on_done));
+  e.errors.enter_scope(e.errors.open_scopes.empty() ? e.errors.root_scope : e.errors.open_scopes.back());
   e.update_busy();
   return {};
 }

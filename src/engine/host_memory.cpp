@@ -17,44 +17,44 @@ Result<HostMemory> Engine::alloc_host(std::size_t device, std::size_t bytes) {
   auto usable = e.usable_device(device, "alloc_host");
   if (!usable) return std::move(usable).error();
   DeviceCtx& d = *usable.value();
-  UVCL_TRY(Impl::check_allocation_size(d, bytes, "alloc_host"));
+  UVCL_TRY(Memory::check_allocation_size(d, bytes, "alloc_host"));
   auto block = d.staging->acquire(bytes);
   if (!block) return std::move(block).error().context("alloc_host " + std::to_string(bytes) + " bytes");
   const std::uint64_t id = e.next_handle++;
-  HostRec& h = e.host_memory[id];
+  HostRec& h = e.memory.host_memory[id];
   h.device = static_cast<std::uint32_t>(device);
   h.block = block.value();
   h.bytes = bytes;
   auto* first = static_cast<std::byte*>(h.block.ptr);
-  e.host_ranges.emplace(first, id);
+  e.memory.host_ranges.emplace(first, id);
   e.counters.host_memory_bytes += bytes;
   return HostMemory{id, std::span<std::byte>(first, bytes)};
 }
 
 Result<void> Engine::release(HostMemory hm) {
   Impl& e = *impl_;
-  auto it = e.host_memory.find(hm.id);
-  if (it == e.host_memory.end() || it->second.released)
+  auto it = e.memory.host_memory.find(hm.id);
+  if (it == e.memory.host_memory.end() || it->second.released)
     return Error{Status::InvalidArgument,
                  "release: " + host_name(hm.id) + " is not live host memory (released or never allocated)"};
   HostRec& h = it->second;
   if (hm.bytes.data() != nullptr && hm.bytes.data() != static_cast<std::byte*>(h.block.ptr))
     return Error{Status::InvalidArgument, "release: the span does not match " + host_name(hm.id)};
   h.released = true;
-  if (h.uses == 0) e.free_host(hm.id);
+  if (h.uses == 0) e.memory.free_host(hm.id);
   return {};
 }
 
-void Engine::Impl::free_host(std::uint64_t id) {
+void Memory::free_host(std::uint64_t id) {
   auto it = host_memory.find(id);
   HostRec& h = it->second;
   host_ranges.erase(static_cast<const std::byte*>(h.block.ptr));
-  counters.host_memory_bytes -= h.bytes;
-  devices[h.device]->staging->give_back(h.block);
+  e.counters.host_memory_bytes -= h.bytes;
+  e.devices[h.device]->staging->give_back(h.block);
   host_memory.erase(it);
 }
 
-Result<FinalHook> Engine::Impl::hold_host_range(const void* p, std::size_t n, const char* what, FinalHook then) {
+Result<FinalHook> Memory::hold_host_range(const void* p, std::size_t n, const char* what, FinalHook then) {
   if (host_ranges.empty()) return then;
   const auto* first = static_cast<const std::byte*>(p);
   auto it = host_ranges.upper_bound(first);
@@ -79,11 +79,11 @@ Result<FinalHook> Engine::Impl::hold_host_range(const void* p, std::size_t n, co
   });
 }
 
-void Engine::Impl::free_host_memory() {
-  for (auto& [id, h] : host_memory) devices[h.device]->staging->give_back(h.block);
+void Memory::free_host_memory() {
+  for (auto& [id, h] : host_memory) e.devices[h.device]->staging->give_back(h.block);
   host_memory.clear();
   host_ranges.clear();
-  counters.host_memory_bytes = 0;
+  e.counters.host_memory_bytes = 0;
 }
 
 }  // namespace uvcl

@@ -58,8 +58,8 @@ std::optional<std::uint64_t> integer_value(const Scalar& s) {
 
 Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   UVCL_TRY(refuse_if_closing("launch"));
-  auto kit = kernels.find(l.kernel.id);
-  if (kit == kernels.end() || kit->second.released)
+  auto kit = progs.kernels.find(l.kernel.id);
+  if (kit == progs.kernels.end() || kit->second.released)
     return Error{Status::InvalidArgument, "launch: kernel " + std::to_string(l.kernel.id) + " is not a live kernel"};
   const KernelRec& k = kit->second;
   // Messages are built only on error: a launch must not pay for them.
@@ -83,9 +83,9 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
       return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " expects " +
                                                    param_kind_text(p.access) + ", got " + kind_name(a.kind)};
     if (a.kind == KernelArg::Kind::Buffer) {
-      auto b = buffers.find(a.buffer.id);
-      if (b == buffers.end() || b->second.state != sched::BufferState::Live)
-        return live_buffer(a.buffer, where().c_str()).error().context(describe(p, i));
+      auto b = memory.buffers.find(a.buffer.id);
+      if (b == memory.buffers.end() || b->second.state != sched::BufferState::Live)
+        return memory.live_buffer(a.buffer, where().c_str()).error().context(describe(p, i));
       if (b->second.device != k.device)
         return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + ": buffer " +
                                                      std::to_string(a.buffer.id) + " is on device " +
@@ -179,9 +179,9 @@ Result<void> Engine::launch(const Launch& l) {
   Impl& e = *impl_;
   auto c = e.resolve_launch(l, Op::Launch);
   if (!c) return std::move(c).error();
-  const std::uint32_t device = e.kernels.at(l.kernel.id).device;
+  const std::uint32_t device = e.progs.kernels.at(l.kernel.id).device;
   ++e.counters.launches;
-  e.enqueue(device, std::move(c.value()));
+  e.submitter.enqueue(device, std::move(c.value()));
   return {};
 }
 
@@ -198,7 +198,7 @@ Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
   if (!on_timed) return Error{Status::InvalidArgument, "timed_launch: a callback is required (it receives the timing)"};
   auto c = e.resolve_launch(l, Op::Timed);
   if (!c) return std::move(c).error();
-  const std::uint32_t device = e.kernels.at(l.kernel.id).device;
+  const std::uint32_t device = e.progs.kernels.at(l.kernel.id).device;
   Command& cmd = c.value();
   cmd.wants_callback = true;
   ++e.counters.launches;
@@ -208,8 +208,8 @@ Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
     else if (!t) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
     else cb(std::move(*t));
   };
-  e.enqueue(device, std::move(cmd));
-  e.submit_window(device);  // a sync point
+  e.submitter.enqueue(device, std::move(cmd));
+  e.submitter.submit_window(device);  // a sync point
   return {};
 }
 

@@ -7,8 +7,8 @@ namespace {
 std::string buffer_name(Buffer b) { return "buffer " + std::to_string(b.id); }
 }  // namespace
 
-Result<BufferRec*> Engine::Impl::live_buffer(Buffer b, const char* what) {
-  UVCL_TRY(refuse_if_closing(what));
+Result<BufferRec*> Memory::live_buffer(Buffer b, const char* what) {
+  UVCL_TRY(e.refuse_if_closing(what));
   auto it = buffers.find(b.id);
   if (it == buffers.end() || it->second.state != sched::BufferState::Live)
     return Error{Status::InvalidArgument,
@@ -27,7 +27,7 @@ Result<DeviceCtx*> Engine::Impl::usable_device(std::size_t device, const char* w
   return &d;
 }
 
-Result<void> Engine::Impl::check_allocation_size(const DeviceCtx& d, std::size_t bytes, const char* what) {
+Result<void> Memory::check_allocation_size(const DeviceCtx& d, std::size_t bytes, const char* what) {
   if (bytes == 0) return Error{Status::InvalidArgument, std::string(what) + ": size must not be 0"};
   if (bytes > d.dev.info.max_allocation)
     return Error{Status::MemoryAllocation, std::string(what) + ": requested " + std::to_string(bytes) +
@@ -47,14 +47,14 @@ Result<Buffer> Engine::allocate(std::size_t device, std::size_t bytes) {
   if (bytes > free)
     return Error{Status::MemoryAllocation, "allocate: requested " + std::to_string(bytes) + " bytes on device " +
                                                std::to_string(device) + ", " + std::to_string(free) + " free"};
-  UVCL_TRY(Impl::check_allocation_size(d, bytes, "allocate"));
+  UVCL_TRY(Memory::check_allocation_size(d, bytes, "allocate"));
   cl_int rc = CL_SUCCESS;
   cl_mem mem = e.api->clCreateBuffer(d.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
   if (rc != CL_SUCCESS)
     return cl::call_error(Status::MemoryAllocation, "clCreateBuffer", rc)
         .context("allocate " + std::to_string(bytes) + " bytes on device " + std::to_string(device));
   const std::uint64_t id = e.next_handle++;
-  BufferRec& b = e.buffers[id];
+  BufferRec& b = e.memory.buffers[id];
   b.device = static_cast<std::uint32_t>(device);
   b.mem = mem;
   b.bytes = bytes;
@@ -63,7 +63,7 @@ Result<Buffer> Engine::allocate(std::size_t device, std::size_t bytes) {
 }
 
 Result<void> Engine::retain(Buffer b) {
-  auto rec = impl_->live_buffer(b, "retain");
+  auto rec = impl_->memory.live_buffer(b, "retain");
   if (!rec) return std::move(rec).error();
   ++rec.value()->refs;
   return {};
@@ -71,14 +71,14 @@ Result<void> Engine::retain(Buffer b) {
 
 Result<void> Engine::release(Buffer b) {
   Impl& e = *impl_;
-  auto rec = e.live_buffer(b, "release");
+  auto rec = e.memory.live_buffer(b, "release");
   if (!rec) return std::move(rec).error();
-  e.drop_ref(b.id, *rec.value());
+  e.memory.drop_ref(b.id, *rec.value());
   e.update_busy();
   return {};
 }
 
-void Engine::Impl::drop_ref(std::uint64_t id, BufferRec& r) {
+void Memory::drop_ref(std::uint64_t id, BufferRec& r) {
   if (--r.refs > 0) return;
   r.state = *sched::next(r.state, sched::BufferEvent::LastRelease);
   ++dying;
@@ -86,7 +86,7 @@ void Engine::Impl::drop_ref(std::uint64_t id, BufferRec& r) {
 }
 
 Result<std::size_t> Engine::buffer_size(Buffer b) const {
-  auto rec = impl_->live_buffer(b, "buffer_size");
+  auto rec = impl_->memory.live_buffer(b, "buffer_size");
   if (!rec) return std::move(rec).error();
   return rec.value()->bytes;
 }
@@ -100,10 +100,10 @@ std::uint64_t Engine::free_bytes(std::size_t device) const {
 // The last uses of a buffer are its hazard slots: the last writer and the
 // last reader per queue since. Earlier uses completed before them (the same
 // in-order queue) or before the writer (it waited for them).
-void Engine::Impl::free_when_unused(std::uint64_t id) {
+void Memory::free_when_unused(std::uint64_t id) {
   BufferRec& b = buffers.at(id);
   auto wait_for = [&](CommandId use) {
-    CommandRec* r = commands.find(use);
+    CommandRec* r = e.commands.find(use);
     if (!r || sched::device_done(r->state)) return;
     r->frees.push_back(id);
     ++b.uses_in_flight;
@@ -116,7 +116,7 @@ void Engine::Impl::free_when_unused(std::uint64_t id) {
   }
 }
 
-void Engine::Impl::release_uses(std::vector<std::uint64_t>& frees) {
+void Memory::release_uses(std::vector<std::uint64_t>& frees) {
   for (std::uint64_t id : frees) {
     auto it = buffers.find(id);
     if (it == buffers.end() || --it->second.uses_in_flight > 0) continue;
@@ -126,14 +126,14 @@ void Engine::Impl::release_uses(std::vector<std::uint64_t>& frees) {
   frees.clear();
 }
 
-void Engine::Impl::free_buffer(std::uint64_t, BufferRec& b) {
+void Memory::free_buffer(std::uint64_t, BufferRec& b) {
   ++buffers_freed;
   b.state = *sched::next(b.state, sched::BufferEvent::UsesDone);
   --dying;
-  hazards.clear(b.hazards);
-  if (b.mem) api->clReleaseMemObject(b.mem);
+  e.hazards.clear(b.hazards);
+  if (b.mem) e.api->clReleaseMemObject(b.mem);
   b.mem = nullptr;
-  DeviceCtx& d = *devices[b.device];
+  DeviceCtx& d = *e.devices[b.device];
   d.allocated -= b.bytes;
 }
 

@@ -44,26 +44,26 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
   if (source.empty()) return Error{Status::InvalidArgument, "compile: source must not be empty"};
   if (e.config.debug_asm) std::fprintf(stderr, "uvcl: compiling for device %zu:\n%s\n", device, source.c_str());
   const std::uint64_t id = e.next_handle++;
-  ProgramRec& p = e.programs[id];
+  ProgramRec& p = e.progs.programs[id];
   p.device = static_cast<std::uint32_t>(device);
   p.on_built = std::move(on_built);
   p.source = source;
   p.options = build_options(e.config, options, mode);
   p.build_start_ns = uv_hrtime();
-  if (e.cache) {
+  if (e.progs.cache) {
     const DeviceInfo& info = usable.value()->dev.info;
-    p.cache_key = e.cache->key(info.platform_name + " " + info.platform_version, info.name, info.driver_version,
+    p.cache_key = e.progs.cache->key(info.platform_name + " " + info.platform_version, info.name, info.driver_version,
                                p.options, source);
   }
-  if (e.memo) {
-    if (auto hit = e.memo->find(p.device, p.options, source);
+  if (e.progs.memo) {
+    if (auto hit = e.progs.memo->find(p.device, p.options, source);
         hit && e.api->clRetainProgram(static_cast<cl_program>(hit->program)) == CL_SUCCESS) {
       // Built already: poll_builds runs on_built from the loop, as for a build.
       p.program = static_cast<cl_program>(hit->program);
       p.cached = *hit->kernels;
       p.build = ProgramRec::Build::Built;
       ++e.counters.program_memo_hits;
-      e.building.push_back(id);
+      e.progs.building.push_back(id);
       e.update_busy();
       return Program{id};
     }
@@ -71,38 +71,38 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
   }
   // The memo and the disk cache stay in front: a warm compile never reaches
   // a compiler process.
-  if (!e.load_cached(p) && e.build_in_process(id, p)) {
-    e.building.push_back(id);
+  if (!e.progs.load_cached(p) && e.progs.build_in_process(id, p)) {
+    e.progs.building.push_back(id);
     e.update_busy();
     return Program{id};
   }
-  cl_int rc = p.program ? e.build_program(p) : e.start_build(p);
+  cl_int rc = p.program ? e.progs.build_program(p) : e.progs.start_build(p);
   if (rc != CL_SUCCESS) {
     const bool created = p.program != nullptr;
     Error err = cl::call_error(Status::KernelCompilation, created ? "clBuildProgram" : "clCreateProgramWithSource", rc);
     if (!created) {
-      e.programs.erase(id);
+      e.progs.programs.erase(id);
       return err;
     }
     p.build = ProgramRec::Build::Failed;
     p.error = std::move(err);
   }
-  e.building.push_back(id);
+  e.progs.building.push_back(id);
   e.update_busy();
   return Program{id};
 }
 
-bool Engine::Impl::load_cached(ProgramRec& p) {
+bool Programs::load_cached(ProgramRec& p) {
   if (!cache || !p.cache_key) return false;
   auto entry = cache->load(*p.cache_key);
   if (!entry) return false;
-  DeviceCtx& d = *devices[p.device];
+  DeviceCtx& d = *e.devices[p.device];
   const unsigned char* bin = entry->binary.data();
   const std::size_t len = entry->binary.size();
   cl_int bin_status = CL_SUCCESS, rc = CL_SUCCESS;
-  cl_program prog = api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
+  cl_program prog = e.api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
   if (rc != CL_SUCCESS || bin_status != CL_SUCCESS) {
-    if (prog) api->clReleaseProgram(prog);
+    if (prog) e.api->clReleaseProgram(prog);
     return false;
   }
   p.program = prog;
@@ -111,41 +111,41 @@ bool Engine::Impl::load_cached(ProgramRec& p) {
   return true;
 }
 
-cl_int Engine::Impl::start_build(ProgramRec& p) {
-  DeviceCtx& d = *devices[p.device];
-  if (p.program) api->clReleaseProgram(p.program);
+cl_int Programs::start_build(ProgramRec& p) {
+  DeviceCtx& d = *e.devices[p.device];
+  if (p.program) e.api->clReleaseProgram(p.program);
   p.from_binary = false;
   p.cached.clear();
   const char* src = p.source.c_str();
   const std::size_t len = p.source.size();
   cl_int rc = CL_SUCCESS;
-  p.program = api->clCreateProgramWithSource(d.context, 1, &src, &len, &rc);
+  p.program = e.api->clCreateProgramWithSource(d.context, 1, &src, &len, &rc);
   if (rc != CL_SUCCESS) {
     p.program = nullptr;
     return rc;
   }
-  ++counters.inline_builds;
+  ++e.counters.inline_builds;
   return build_program(p);
 }
 
 // With a notify callback a driver may build asynchronously (NVIDIA does;
 // PoCL builds right here); either way poll_builds reads the status and
 // on_built runs from the loop.
-cl_int Engine::Impl::build_program(ProgramRec& p) {
-  DeviceCtx& d = *devices[p.device];
+cl_int Programs::build_program(ProgramRec& p) {
+  DeviceCtx& d = *e.devices[p.device];
   p.build = ProgramRec::Build::Building;
-  cl_int rc = api->clBuildProgram(p.program, 1, &d.dev.id, p.options.c_str(), on_build_notify,
-                                  reinterpret_cast<void*>(handles->wake_token()));
+  cl_int rc = e.api->clBuildProgram(p.program, 1, &d.dev.id, p.options.c_str(), on_build_notify,
+                                  reinterpret_cast<void*>(e.handles->wake_token()));
   if (rc == CL_BUILD_PROGRAM_FAILURE || rc == CL_INVALID_BINARY) rc = CL_SUCCESS;  // poll_builds reads the log
   return rc;
 }
 
-void Engine::Impl::load_received(std::uint64_t id, ProgramRec& p) {
-  DeviceCtx& d = *devices[p.device];
+void Programs::load_received(std::uint64_t id, ProgramRec& p) {
+  DeviceCtx& d = *e.devices[p.device];
   const unsigned char* bin = p.binary.data();
   const std::size_t len = p.binary.size();
   cl_int bin_status = CL_SUCCESS, rc = CL_SUCCESS;
-  cl_program prog = api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
+  cl_program prog = e.api->clCreateProgramWithBinary(d.context, 1, &d.dev.id, &len, &bin, &bin_status, &rc);
   const char* call = "clCreateProgramWithBinary";
   if (rc == CL_SUCCESS && bin_status == CL_SUCCESS) {
     p.program = prog;
@@ -153,7 +153,7 @@ void Engine::Impl::load_received(std::uint64_t id, ProgramRec& p) {
     call = "clBuildProgram";
     rc = build_program(p);
   } else {
-    if (prog) api->clReleaseProgram(prog);
+    if (prog) e.api->clReleaseProgram(prog);
     if (rc == CL_SUCCESS) rc = bin_status;
   }
   if (rc == CL_SUCCESS) return;
@@ -164,29 +164,29 @@ void Engine::Impl::load_received(std::uint64_t id, ProgramRec& p) {
 }
 
 // Best effort: the binary and every kernel's parameter info.
-void Engine::Impl::store_in_cache(ProgramRec& p) {
+void Programs::store_in_cache(ProgramRec& p) {
   std::size_t size = 0;
-  if (api->clGetProgramInfo(p.program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS ||
+  if (e.api->clGetProgramInfo(p.program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr) != CL_SUCCESS ||
       size == 0)
     return;
   CacheEntry entry;
   entry.binary.resize(size);
   unsigned char* ptr = entry.binary.data();
-  if (api->clGetProgramInfo(p.program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) != CL_SUCCESS) return;
-  auto infos = cl::program_kernels(*api, p.program);
+  if (e.api->clGetProgramInfo(p.program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr) != CL_SUCCESS) return;
+  auto infos = cl::program_kernels(*e.api, p.program);
   if (!infos) return;
   entry.kernels = std::move(infos.value());
   const bool stored = cache->store(*p.cache_key, entry);
-  if (config.debug_backends)
+  if (e.config.debug_backends)
     std::fprintf(stderr, "uvcl: program cache: %s %s\n", stored ? "stored" : "could not store",
                  p.cache_key->file.c_str());
 }
 
-void Engine::Impl::poll_builds() {
+void Programs::poll_builds() {
   for (std::size_t i = 0; i < building.size();) {
     const std::uint64_t id = building[i];
     ProgramRec& p = programs.at(id);
-    cl_device_id dev = devices[p.device]->dev.id;
+    cl_device_id dev = e.devices[p.device]->dev.id;
     if (p.build == ProgramRec::Build::Queued || p.build == ProgramRec::Build::InProcess) {
       ++i;  // the compiler process's result, or its failure, moves it on
       continue;
@@ -194,7 +194,7 @@ void Engine::Impl::poll_builds() {
     if (p.build == ProgramRec::Build::Received) load_received(id, p);
     if (p.build == ProgramRec::Build::Building) {
       cl_build_status status = CL_BUILD_IN_PROGRESS;
-      cl_int rc = api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_STATUS, sizeof status, &status,
+      cl_int rc = e.api->clGetProgramBuildInfo(p.program, dev, CL_PROGRAM_BUILD_STATUS, sizeof status, &status,
                                              nullptr);
       if (rc == CL_SUCCESS && status == CL_BUILD_IN_PROGRESS) {
         ++i;
@@ -209,13 +209,13 @@ void Engine::Impl::poll_builds() {
         p.build = ProgramRec::Build::Built;
         if (cache && p.cache_key && p.from_process) {
           const bool stored = cache->store(*p.cache_key, CacheEntry{std::move(p.binary), p.cached});
-          if (config.debug_backends)
+          if (e.config.debug_backends)
             std::fprintf(stderr, "uvcl: program cache: %s %s\n", stored ? "stored" : "could not store",
                          p.cache_key->file.c_str());
         } else if (cache && p.cache_key && !p.from_binary) {
           store_in_cache(p);
         }
-        if (memo && memo->capacity() > 0 && api->clRetainProgram(p.program) == CL_SUCCESS)
+        if (memo && memo->capacity() > 0 && e.api->clRetainProgram(p.program) == CL_SUCCESS)
           memo->insert(p.device, p.options, p.source, p.program, p.cached);
       } else if (p.from_binary && !p.from_process) {
         // A cached binary this driver will not build: build the source.
@@ -229,7 +229,7 @@ void Engine::Impl::poll_builds() {
         p.build = ProgramRec::Build::Failed;
         // A binary from the compiler process that does not build here is
         // not rebuilt from source: that would be a build on the loop.
-        p.error = build_log_error(p.device, cl::build_log(*api, p.program, dev), p.from_process);
+        p.error = build_log_error(p.device, cl::build_log(*e.api, p.program, dev), p.from_process);
       }
     }
     building[i] = building.back();
@@ -238,22 +238,22 @@ void Engine::Impl::poll_builds() {
     p.source.shrink_to_fit();
     p.binary.clear();
     p.binary.shrink_to_fit();
-    if (config.debug_backends)
+    if (e.config.debug_backends)
       std::fprintf(stderr, "uvcl: program %llu built in %.1f ms (%s)\n", static_cast<unsigned long long>(id),
                    static_cast<double>(uv_hrtime() - p.build_start_ns) / 1e6,
                    p.from_process ? "compiler process" : p.from_binary ? "cached binary" : "source");
     BuildCallback cb = std::move(p.on_built);
     Result<void> r;
     if (p.build == ProgramRec::Build::Failed) r = *p.error;
-    if (cb) in_user_callback(*this, [&] { cb(std::move(r)); });
+    if (cb) in_user_callback(e, [&] { cb(std::move(r)); });
     maybe_free_program(id);  // released before on_built ran
   }
 }
 
 Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vector<ParamAccess> declared) {
   Impl& e = *impl_;
-  auto it = e.programs.find(prog.id);
-  if (it == e.programs.end() || it->second.released)
+  auto it = e.progs.programs.find(prog.id);
+  if (it == e.progs.programs.end() || it->second.released)
     return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is not a live program"};
   if (entry.empty()) return Error{Status::InvalidArgument, "kernel: the entry point name must not be empty"};
   ProgramRec& p = it->second;
@@ -275,7 +275,7 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
   const CachedKernel* cached = nullptr;
   for (const CachedKernel& ck : p.cached)
     if (ck.name == entry) cached = &ck;
-  if (auto q = e.query_params(rec, cached); !q) {
+  if (auto q = e.progs.query_params(rec, cached); !q) {
     e.api->clReleaseKernel(k);
     return std::move(q).error().context("kernel " + entry);
   }
@@ -299,60 +299,60 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
     }
   }
   const std::uint64_t id = e.next_handle++;
-  e.kernels.emplace(id, std::move(rec));
+  e.progs.kernels.emplace(id, std::move(rec));
   ++p.kernels;
   return Kernel{id};
 }
 
-Result<void> Engine::Impl::query_params(KernelRec& k, const CachedKernel* cached) {
-  cl_int rc = api->clGetKernelWorkGroupInfo(k.kernel, devices[k.device]->dev.id, CL_KERNEL_WORK_GROUP_SIZE,
+Result<void> Programs::query_params(KernelRec& k, const CachedKernel* cached) {
+  cl_int rc = e.api->clGetKernelWorkGroupInfo(k.kernel, e.devices[k.device]->dev.id, CL_KERNEL_WORK_GROUP_SIZE,
                                             sizeof k.max_work_group, &k.max_work_group, nullptr);
-  if (rc != CL_SUCCESS) k.max_work_group = devices[k.device]->dev.info.max_work_group_size;
+  if (rc != CL_SUCCESS) k.max_work_group = e.devices[k.device]->dev.info.max_work_group_size;
   if (cached) {  // argument info is only guaranteed for programs built from source
     k.params = cached->params;
     return {};
   }
-  auto params = cl::kernel_params(*api, k.kernel);
+  auto params = cl::kernel_params(*e.api, k.kernel);
   if (!params) return std::move(params).error();
   k.params = std::move(params.value());
   return {};
 }
 
 Result<std::vector<KernelParam>> Engine::kernel_params(Kernel k) const {
-  auto it = impl_->kernels.find(k.id);
-  if (it == impl_->kernels.end() || it->second.released)
+  auto it = impl_->progs.kernels.find(k.id);
+  if (it == impl_->progs.kernels.end() || it->second.released)
     return Error{Status::InvalidArgument, "kernel_params: kernel " + std::to_string(k.id) + " is not a live kernel"};
   return it->second.params;
 }
 
 Result<void> Engine::release(Program p) {
   Impl& e = *impl_;
-  auto it = e.programs.find(p.id);
-  if (it == e.programs.end() || it->second.released)
+  auto it = e.progs.programs.find(p.id);
+  if (it == e.progs.programs.end() || it->second.released)
     return Error{Status::InvalidArgument, "release: program " + std::to_string(p.id) + " is not a live program"};
   // Still building, or built with on_built not yet run: freed once on_built
   // has run (poll_builds), which it still does, exactly once.
   it->second.released = true;
-  e.maybe_free_program(p.id);
+  e.progs.maybe_free_program(p.id);
   return {};
 }
 
 Result<void> Engine::release(Kernel k) {
   Impl& e = *impl_;
-  auto it = e.kernels.find(k.id);
-  if (it == e.kernels.end() || it->second.released)
+  auto it = e.progs.kernels.find(k.id);
+  if (it == e.progs.kernels.end() || it->second.released)
     return Error{Status::InvalidArgument, "release: kernel " + std::to_string(k.id) + " is not a live kernel"};
   it->second.released = true;
-  e.maybe_free_kernel(k.id);
+  e.progs.maybe_free_kernel(k.id);
   return {};
 }
 
 // Deferred while launches use it: the seed used a released program after free.
-void Engine::Impl::maybe_free_kernel(std::uint64_t id) {
+void Programs::maybe_free_kernel(std::uint64_t id) {
   auto it = kernels.find(id);
   if (it == kernels.end() || !it->second.released || it->second.uses > 0) return;
   const std::uint64_t program = it->second.program;
-  api->clReleaseKernel(it->second.kernel);
+  e.api->clReleaseKernel(it->second.kernel);
   kernels.erase(it);
   auto p = programs.find(program);
   if (p != programs.end()) {
@@ -361,11 +361,11 @@ void Engine::Impl::maybe_free_kernel(std::uint64_t id) {
   }
 }
 
-void Engine::Impl::maybe_free_program(std::uint64_t id) {
+void Programs::maybe_free_program(std::uint64_t id) {
   auto it = programs.find(id);
   if (it == programs.end() || !it->second.released || it->second.kernels > 0) return;
   if (std::find(building.begin(), building.end(), id) != building.end()) return;  // on_built still to run
-  api->clReleaseProgram(it->second.program);
+  e.api->clReleaseProgram(it->second.program);
   programs.erase(it);
 }
 

@@ -53,7 +53,7 @@ FinalHook done_hook(DoneCallback cb) {
 Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::byte> src, WriteMode mode,
                            DoneCallback on_done) {
   Impl& e = *impl_;
-  auto rec = e.live_buffer(dst, "write");
+  auto rec = e.memory.live_buffer(dst, "write");
   if (!rec) return std::move(rec).error();
   BufferRec& r = *rec.value();
   UVCL_TRY(check_range("write", dst, r, offset, src.size()));
@@ -79,14 +79,14 @@ Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::
       if (done) done(id, err);
     };
   } else {
-    auto held = e.hold_host_range(src.data(), src.size(), "write", done_hook(std::move(on_done)));
+    auto held = e.memory.hold_host_range(src.data(), src.size(), "write", done_hook(std::move(on_done)));
     if (!held) return std::move(held).error();
     c.host_src = src.data();
     c.on_final = std::move(held).value();
   }
   ++e.counters.writes;
   e.counters.bytes_to_device += src.size();
-  e.enqueue(r.device, std::move(c));
+  e.submitter.enqueue(r.device, std::move(c));
   return {};
   // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks): the std::function from done_hook is owned by c.on_final, moved into the queue
 }
@@ -94,7 +94,7 @@ Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::
 Result<void> Engine::fill(Buffer dst, std::span<const std::byte> pattern, std::size_t offset, std::size_t bytes,
                           DoneCallback on_done) {
   Impl& e = *impl_;
-  auto rec = e.live_buffer(dst, "fill");
+  auto rec = e.memory.live_buffer(dst, "fill");
   if (!rec) return std::move(rec).error();
   BufferRec& r = *rec.value();
   const std::size_t p = pattern.size();
@@ -116,14 +116,14 @@ Result<void> Engine::fill(Buffer dst, std::span<const std::byte> pattern, std::s
   c.on_final = done_hook(std::move(on_done));
   c.wants_callback = static_cast<bool>(c.on_final);
   ++e.counters.writes;
-  e.enqueue(r.device, std::move(c));
+  e.submitter.enqueue(r.device, std::move(c));
   return {};
 }
 
 Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, ReadCallback on_data) {
   Impl& e = *impl_;
   if (!on_data) return Error{Status::InvalidArgument, "read: a callback is required"};
-  auto rec = e.live_buffer(src, "read");
+  auto rec = e.memory.live_buffer(src, "read");
   if (!rec) return std::move(rec).error();
   BufferRec& r = *rec.value();
   UVCL_TRY(check_range("read", src, r, offset, bytes));
@@ -147,20 +147,20 @@ Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, Rea
   };
   ++e.counters.reads;
   e.counters.bytes_from_device += bytes;
-  e.enqueue(r.device, std::move(c));
-  e.submit_window(r.device);  // a sync point
+  e.submitter.enqueue(r.device, std::move(c));
+  e.submitter.submit_window(r.device);  // a sync point
   return {};
 }
 
 Result<void> Engine::read_into(Buffer src, std::size_t offset, std::span<std::byte> dst, DoneCallback on_done) {
   Impl& e = *impl_;
-  auto rec = e.live_buffer(src, "read_into");
+  auto rec = e.memory.live_buffer(src, "read_into");
   if (!rec) return std::move(rec).error();
   const BufferRec& r = *rec.value();
   UVCL_TRY(check_range("read_into", src, r, offset, dst.size()));
   if (e.devices[r.device]->state == sched::DeviceState::Lost)
     return Error{Status::DeviceLost, "read_into: device " + std::to_string(r.device) + " is lost"};
-  auto held = e.hold_host_range(dst.data(), dst.size(), "read_into", done_hook(std::move(on_done)));
+  auto held = e.memory.hold_host_range(dst.data(), dst.size(), "read_into", done_hook(std::move(on_done)));
   if (!held) return std::move(held).error();
   Command c;
   c.op = Op::Read;
@@ -172,17 +172,17 @@ Result<void> Engine::read_into(Buffer src, std::size_t offset, std::span<std::by
   c.on_final = std::move(held).value();
   ++e.counters.reads;
   e.counters.bytes_from_device += dst.size();
-  e.enqueue(r.device, std::move(c));
-  e.submit_window(r.device);  // a sync point
+  e.submitter.enqueue(r.device, std::move(c));
+  e.submitter.submit_window(r.device);  // a sync point
   return {};
 }
 
 Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::size_t dst_offset, std::size_t bytes,
                           DoneCallback on_done) {
   Impl& e = *impl_;
-  auto srec = e.live_buffer(src, "copy source");
+  auto srec = e.memory.live_buffer(src, "copy source");
   if (!srec) return std::move(srec).error();
-  auto drec = e.live_buffer(dst, "copy destination");
+  auto drec = e.memory.live_buffer(dst, "copy destination");
   if (!drec) return std::move(drec).error();
   BufferRec& s = *srec.value();
   BufferRec& t = *drec.value();
@@ -208,7 +208,7 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
     c.bytes = bytes;
     c.on_final = done_hook(std::move(on_done));
     c.wants_callback = static_cast<bool>(c.on_final);
-    e.enqueue(s.device, std::move(c));
+    e.submitter.enqueue(s.device, std::move(c));
     return {};
   }
 
@@ -255,16 +255,16 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
     c.accesses.push_back(Access{snap.value().id, false, true});
     c.src_offset = src_offset;
     c.bytes = bytes;
-    e.enqueue(s.device, std::move(c));
+    e.submitter.enqueue(s.device, std::move(c));
     x.read_from = x.snapshot = snap.value().id;
     x.read_offset = 0;
   }
   const std::uint64_t xid = e.next_handle++;
   x.reads_issued = ring;
-  e.crosses.emplace(xid, std::move(x));
+  e.transfers.crosses.emplace(xid, std::move(x));
   std::vector<CommandId> reads;
-  for (std::size_t i = 0; i < ring; ++i) reads.push_back(e.cross_read(xid, i));
-  e.submit_window(s.device);
+  for (std::size_t i = 0; i < ring; ++i) reads.push_back(e.transfers.cross_read(xid, i));
+  e.submitter.submit_window(s.device);
   Command w;
   w.op = Op::CrossWrite;
   w.accesses.push_back(write_access(dst, t, dst_offset, bytes));
@@ -274,12 +274,12 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   w.cross = xid;
   w.bytes = bytes;
   w.on_final = done_hook(std::move(on_done));
-  e.crosses.at(xid).dst_command = e.enqueue(t.device, std::move(w));
-  e.submit_window(t.device);
+  e.transfers.crosses.at(xid).dst_command = e.submitter.enqueue(t.device, std::move(w));
+  e.submitter.submit_window(t.device);
   return {};
 }
 
-CommandId Engine::Impl::cross_read(std::uint64_t xid, std::size_t i) {
+CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i) {
   const CrossCopy& x = crosses.at(xid);
   const CrossChunk& chunk = x.chunks[i];
   Command r;
@@ -290,16 +290,16 @@ CommandId Engine::Impl::cross_read(std::uint64_t xid, std::size_t i) {
   r.host_dst = chunk.staging.ptr;
   r.wants_callback = true;
   r.on_final = [this, xid, i](CommandId, const std::optional<Error>& err) { cross_chunk_read(xid, i, err); };
-  const CommandId id = enqueue(x.src_device, std::move(r));
+  const CommandId id = e.submitter.enqueue(x.src_device, std::move(r));
   crosses.at(xid).chunks[i].read = id;  // enqueue may have submitted: look x up again
   return id;
 }
 
-void Engine::Impl::release_snapshot(CrossCopy& x) {
+void Transfers::release_snapshot(CrossCopy& x) {
   if (x.snapshot == 0) return;
-  auto it = buffers.find(x.snapshot);
+  auto it = e.memory.buffers.find(x.snapshot);
   x.snapshot = 0;
-  if (it != buffers.end() && it->second.state == sched::BufferState::Live) drop_ref(it->first, it->second);
+  if (it != e.memory.buffers.end() && it->second.state == sched::BufferState::Live) e.memory.drop_ref(it->first, it->second);
 }
 
 namespace {
@@ -314,7 +314,7 @@ CommandId wait_owner(const Engine::Impl& e, const DeviceCtx& d, const Command& c
   };
   if (d.barrier && owns(*d.barrier)) return *d.barrier;
   for (const Access& a : c.accesses) {
-    const sched::BufferHazards& h = e.buffers.at(a.buffer).hazards;
+    const sched::BufferHazards& h = e.memory.buffers.at(a.buffer).hazards;
     if (h.writer && owns(h.writer->id)) return h.writer->id;
     for (const sched::Slot& s : h.readers)
       if (owns(s.id)) return s.id;
@@ -355,7 +355,7 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
   if (!x.error && !x.abandoned && !cross_waits_done(e, x)) return false;
   if (x.error || x.abandoned) return true;
   Queue& tq = d.queues[d.transfer_queue()];
-  cl_mem mem = e.buffers.at(x.dst).mem;
+  cl_mem mem = e.memory.buffers.at(x.dst).mem;
   for (; x.next_write < x.chunks.size(); ++x.next_write) {
     CrossChunk& chunk = x.chunks[x.next_write];
     if (!chunk.read_done) return false;
@@ -380,8 +380,8 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
 void cross_issue_device(Engine::Impl& e, DeviceCtx& d) {
   bool flush = false;
   while (!d.cross_writes.empty()) {
-    auto it = e.crosses.find(d.cross_writes.front());
-    if (it != e.crosses.end() && !cross_issue(e, d, it->second, flush)) break;
+    auto it = e.transfers.crosses.find(d.cross_writes.front());
+    if (it != e.transfers.crosses.end() && !cross_issue(e, d, it->second, flush)) break;
     d.cross_writes.pop_front();
   }
   if (flush) e.api->clFlush(d.queues[d.transfer_queue()].queue);
@@ -389,10 +389,10 @@ void cross_issue_device(Engine::Impl& e, DeviceCtx& d) {
 
 }  // namespace
 
-void Engine::Impl::submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev) {
+void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev) {
   CrossCopy& x = crosses.at(c.cross);
   cl_int rc = CL_SUCCESS;
-  *ev = api->clCreateUserEvent(d.context, &rc);
+  *ev = e.api->clCreateUserEvent(d.context, &rc);
   if (rc != CL_SUCCESS) {
     *ev = nullptr;
     x.error = cl::call_error(Status::KernelSync, "clCreateUserEvent", rc);
@@ -403,23 +403,23 @@ void Engine::Impl::submit_cross_write(DeviceCtx& d, const Command& c, const std:
   // event: one copy's writes waiting there on another copy's user event would
   // block, in order, the very writes that complete it.
   for (cl_event w : waits) {
-    if (cl_int r = api->clRetainEvent(w); r != CL_SUCCESS) {
+    if (cl_int r = e.api->clRetainEvent(w); r != CL_SUCCESS) {
       if (!x.error) {
         x.error = cl::call_error(Status::KernelSync, "clRetainEvent(cross-device copy wait)", r);
-        report(*x.error);
+        e.report(*x.error);
       }
       continue;
     }
     x.dst_waits.push_back(w);
-    x.dst_wait_ids.push_back(wait_owner(*this, d, c, w));
-    api->clSetEventCallback(w, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+    x.dst_wait_ids.push_back(wait_owner(e, d, c, w));
+    e.api->clSetEventCallback(w, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(e.handles->wake_token()));
   }
   x.user_event = *ev;
   x.dst_submitted = true;
   d.cross_writes.push_back(c.cross);
 }
 
-void Engine::Impl::cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error) {
+void Transfers::cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error) {
   auto it = crosses.find(xid);
   if (it == crosses.end()) return;
   CrossCopy& x = it->second;
@@ -429,27 +429,27 @@ void Engine::Impl::cross_chunk_read(std::uint64_t xid, std::size_t i, const std:
   poll_crosses();
 }
 
-void Engine::Impl::poll_crosses() {
+void Transfers::poll_crosses() {
   // Finishing a copy completes its user event, which later copies may wait
   // for: go round until no copy finishes.
   for (bool again = true; again;) {
-    for (const auto& d : devices) cross_issue_device(*this, *d);
+    for (const auto& d : e.devices) cross_issue_device(e, *d);
     std::vector<std::uint64_t> finished;
     std::vector<std::pair<std::uint64_t, std::size_t>> next_reads;  // a landed chunk's block, reused
     for (auto& [xid, x] : crosses) {
       for (CrossChunk& chunk : x.chunks) {
         if (!chunk.write) continue;
         cl_int status = CL_QUEUED;
-        if (api->clGetEventInfo(chunk.write, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+        if (e.api->clGetEventInfo(chunk.write, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
             CL_SUCCESS)
           status = CL_INVALID_EVENT;
         if (status > CL_COMPLETE) continue;
         if (status < 0 && !x.error) {
           x.error = Error{Status::MemoryCopyH2P, std::string("cross-device chunk write completed with ") +
                                                      cl::error_name(status)};
-          report(*x.error);
+          e.report(*x.error);
         }
-        api->clReleaseEvent(chunk.write);
+        e.api->clReleaseEvent(chunk.write);
         chunk.write = nullptr;
         chunk.written = true;
         --x.outstanding_writes;
@@ -468,36 +468,36 @@ void Engine::Impl::poll_crosses() {
       sources.push_back(x.src_device);
       if (x.reads_issued == x.chunks.size()) release_snapshot(x);
     }
-    for (std::uint32_t dev : sources) submit_window(dev);
+    for (std::uint32_t dev : sources) e.submitter.submit_window(dev);
     for (std::uint64_t xid : finished) cross_finish(xid);
     again = !finished.empty();
   }
 }
 
-void Engine::Impl::cross_finish(std::uint64_t xid) {
+void Transfers::cross_finish(std::uint64_t xid) {
   auto it = crosses.find(xid);
   if (it == crosses.end()) return;
   CrossCopy x = std::move(it->second);
   crosses.erase(it);
-  for (CrossChunk& c : x.chunks) devices[x.src_device]->staging->give_back(c.staging);
+  for (CrossChunk& c : x.chunks) e.devices[x.src_device]->staging->give_back(c.staging);
   release_snapshot(x);
-  for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
+  for (cl_event w : x.dst_waits) e.api->clReleaseEvent(w);
   // Not submitted: its failure was reported when submission failed.
   // Abandoned: the teardown failed its user event; its callback is cancelled.
   if (!x.dst_submitted || x.abandoned) return;
   cl_int status = x.error ? CL_INVALID_OPERATION : CL_COMPLETE;
-  if (cl_int rc = api->clSetUserEventStatus(x.user_event, status); rc != CL_SUCCESS) {
+  if (cl_int rc = e.api->clSetUserEventStatus(x.user_event, status); rc != CL_SUCCESS) {
     // Commands on the destination device wait on this user event: left
     // unset, they (and clFinish) would wait forever. Fail it instead, so
     // the copy and everything depending on it fail rather than hang.
-    Error e = cl::call_error(Status::KernelSync, "clSetUserEventStatus(cross-device copy)", rc);
-    report(e);
-    if (!x.error) x.error = std::move(e);
+    Error err = cl::call_error(Status::KernelSync, "clSetUserEventStatus(cross-device copy)", rc);
+    e.report(err);
+    if (!x.error) x.error = std::move(err);
     status = CL_INVALID_OPERATION;
-    api->clSetUserEventStatus(x.user_event, status);
+    e.api->clSetUserEventStatus(x.user_event, status);
   }
   // The copy's callback gets what failed, not the user event's status.
-  event_completed(x.dst_command, status, 0, 0, x.error ? &*x.error : nullptr);
+  e.completion.event_completed(x.dst_command, status, 0, 0, x.error ? &*x.error : nullptr);
 }
 
 }  // namespace uvcl

@@ -1,0 +1,64 @@
+// completion.hpp — from events back to callers: the timelines' completion
+// walk under the loop budget, the record's state machine, outcomes and
+// finalization (completion.cpp).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <vector>
+
+#include <uv.h>
+
+#include "engine/records.hpp"
+
+namespace uvcl {
+
+struct Completion {
+  explicit Completion(Engine::Impl& engine) : e(engine) {}
+  Engine::Impl& e;
+
+  std::vector<std::vector<sched::CommandGraph::Outcome>> outcome_spares;  // process_outcomes' buffers, reused
+  // Config::loop_budget_us: the end of this loop iteration's share (0: no
+  // bound), and whether work was left for the next iteration. Outcomes
+  // taken from the graph but not yet delivered wait in deferred_outcomes, in
+  // order, ahead of newer ones.
+  std::uint64_t iteration_deadline_ns = 0;  // set by the iteration's first on_poll, cleared by on_check
+  std::uint64_t step_deadline_ns = 0;       // iteration_deadline_ns inside on_poll, else 0
+  std::size_t collect_next = 0;             // the queue (over all devices) the completion walk serves next
+  bool backlog = false;
+  std::deque<sched::CommandGraph::Outcome> deferred_outcomes;
+  bool over_budget() const { return step_deadline_ns != 0 && uv_hrtime() >= step_deadline_ns; }
+  // Outcomes wait for a later iteration only while few do (a bound on what
+  // they hold alive). The completion walk does not run while any wait: it
+  // would only add to them.
+  static constexpr std::size_t kMaxDeferredOutcomes = 1024;
+  bool yield_now() const { return over_budget() && deferred_outcomes.size() < kMaxDeferredOutcomes; }
+
+  // The first command at or after `id` on its queue that has an event (so
+  // completes with it), or nullptr.
+  CommandRec* completed_by(const DeviceCtx& d, CommandId id, QueueIndex q);
+  void collect_completions();
+  bool collect_group(DeviceCtx& d, QueueIndex qi);  // true: the queue's first commands completed
+  // failed_ahead: the failed command completed just before it on its
+  // in-order queue (0: none).
+  // by: the command whose event said so, if not this one's own. cause: the
+  // failure in more detail than the status (a cross-device copy's chunk).
+  void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0, CommandId by = 0,
+                       const Error* cause = nullptr);
+  void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
+  void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
+  void process_outcomes();
+  void deliver_outcome(sched::CommandGraph::Outcome& o);
+  void finalize(CommandId id, const std::optional<Error>& error);
+  // The record's state machine: every move goes through here; an illegal
+  // one is a bug in the engine (asserted in debug builds).
+  void transition(CommandRec& r, sched::CommandEvent ev);
+  // Final: drops it (and the final ones after it) once every older command
+  // is final too.
+  void make_final(CommandRec& r);
+  Error event_error(CommandId id, const CommandRec& r, CommandId failed_ahead, CommandId by) const;
+  void trace_completed(CommandRec& r);
+};
+
+}  // namespace uvcl

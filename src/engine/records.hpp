@@ -1,0 +1,158 @@
+// records.hpp — what every part of the engine shares: the command and its record,
+// the queues (timelines) and the per-device context.
+#pragma once
+
+#include <array>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "cl/api.hpp"
+#include "cl/devices.hpp"
+#include "engine/compiler_process.hpp"
+#include "engine/staging.hpp"
+#include "engine/trace.hpp"
+#include "sched/command_graph.hpp"
+#include "sched/queue_choice.hpp"
+#include "sched/scratch_list.hpp"
+#include "sched/states.hpp"
+#include "sched/window.hpp"
+#include "uvcl/engine.hpp"
+
+namespace uvcl {
+
+using sched::CommandId;
+using sched::QueueIndex;
+
+enum class Op : std::uint8_t { Launch, Timed, Write, Fill, Read, Copy, CrossWrite };
+const char* op_name(Op op) noexcept;
+
+struct Access {
+  std::uint64_t buffer = 0;
+  bool read = false;
+  bool write = false;
+};
+
+// Called once per command when it is final: its outcome is known and its
+// event (if it had one) has completed. nullopt error: success.
+using FinalHook = std::function<void(CommandId, const std::optional<Error>&)>;
+
+struct Command {
+  CommandId id = 0;
+  Op op = Op::Launch;
+  std::uint64_t tag = 0;
+  sched::ScratchList<Access, 4> accesses;
+  std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
+  // Launch / Timed
+  std::uint64_t kernel = 0;
+  sched::ScratchList<KernelArg, 8> args;
+  std::uint32_t dims = 0;
+  std::array<std::size_t, 3> global{}, local{};
+  bool has_local = false;
+  // Transfers
+  std::size_t offset = 0, bytes = 0, src_offset = 0;
+  const void* host_src = nullptr;
+  void* host_dst = nullptr;
+  std::vector<std::byte> pattern;
+  std::uint64_t cross = 0;  // CrossCopy id
+  FinalHook on_final;
+  bool wants_callback = false;  // someone waits: ask the driver for a callback
+};
+
+// One record per command, its whole life (sched::CommandState), in dense
+// storage by id (Engine::Impl::commands) from enqueue until it is final.
+struct CommandRec {
+  sched::CommandState state = sched::CommandState::Pending;
+  Op op = Op::Launch;
+  bool seen_done = false;  // the driver said done; the completion step has not run yet
+  std::uint32_t device = 0;
+  QueueIndex queue = sched::kNoQueue;
+  cl_int status = CL_QUEUED;
+  // Its own, or a fence (a marker enqueued right after it) that completes
+  // it and every event-less command before it on its queue. Released once
+  // final.
+  cl_event event = nullptr;
+  cl_event gate = nullptr;   // timed launches: a user event later work waits on
+  std::uint64_t kernel = 0;
+  std::uint64_t tag = 0;
+  std::uint64_t submit_ns = 0;
+  sched::GraphNode node;                          // its place in the dependency graph
+  sched::ScratchList<std::uint64_t, 4> written;  // buffers it writes: poisoned if it fails
+  std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
+  FinalHook hook;                      // runs once, when final
+  std::optional<Error> outcome;        // Parked: a failure known before the device finished
+  std::optional<Result<Timing>> timing;   // timed launches, read at completion
+  std::unique_ptr<TraceCommand> trace;    // while tracing
+};
+
+// An in-order queue is a timeline: its commands complete in the order they
+// were enqueued, so one event completes every command before it. Commands
+// get an event of their own only where someone awaits them (a read, a timed
+// launch, a callback) or traces them; the others are completed by the next
+// event on their queue — a fence (a marker) attached to the last command of
+// each flushed window, or made when another queue must wait.
+struct Queue {
+  cl_command_queue queue = nullptr;
+  std::deque<CommandId> in_flight;  // in submission order = completion order = id order
+  bool dirty = false;               // enqueued since the last clFlush
+  bool needs_fence = false;         // the last command in flight has no event
+  // Status reads of its oldest event that failed in a row: a read that
+  // fails once is tried again at the next poll; only a persistent failure
+  // fails the commands that event completes (it may complete many).
+  std::uint8_t failed_reads = 0;
+  // The command completed last on this queue, if it failed (0 if it did
+  // not): a driver may fail what it queued behind a failed command (PoCL
+  // fails the commands enqueued while it was pending), and the errors of
+  // those commands name it.
+  CommandId failed_ahead = 0;
+};
+
+struct DeviceCtx;
+
+// A device's compiler processes and the builds waiting for one
+// (compilers.cpp). Owner of the processes' callbacks.
+struct DeviceCompilers final : CompilerProcess::Owner {
+  Engine::Impl* engine = nullptr;
+  std::uint32_t device = 0;
+  std::vector<CompilerProcess*> processes;
+  std::deque<std::uint64_t> waiting;  // program ids, in compile order
+  // The compiler program could not be started: builds run inline.
+  bool inline_only = false;
+
+  void on_result(CompilerProcess& c, compiler::BuildResult result) override;
+  void on_lost(CompilerProcess& c, CompilerProcess::Lost how, std::uint64_t program, const Error& why) override;
+};
+
+struct DeviceCtx {
+  cl::Device dev;
+  DeviceCompilers compilers;
+  cl_context context = nullptr;
+  // [0, n) compute queues chosen by the scheduler; n: profiling queue for
+  // timed launches; n + 1: transfer queue for staged cross-device writes.
+  std::vector<Queue> queues;
+  std::vector<std::uint32_t> load;  // compute queues only
+  sched::Window<Command> window;
+  sched::DeviceState state = sched::DeviceState::Ready;
+  std::uint64_t allocated = 0;
+  std::optional<CommandId> barrier;  // a timed launch later work waits for
+  std::unique_ptr<StagingPool> staging;
+  // Staging maps and unmaps only: the loop blocks on a map, which must not
+  // sit behind a transfer.
+  cl_command_queue map_queue = nullptr;
+  // Copies into this device with chunk writes still to enqueue, in
+  // submission order: their writes go out in that order.
+  std::deque<std::uint64_t> cross_writes;
+  // Every command gets an event of its own (Config::command_events): no
+  // event-less commands, no fences.
+  bool event_per_command = false;
+  bool submitting = false;  // inside submit_window: a nested call leaves new commands to the outer one
+
+  explicit DeviceCtx(std::size_t window_size) : window(window_size) {}
+  QueueIndex compute_queues() const { return static_cast<QueueIndex>(load.size()); }
+  QueueIndex profiling_queue() const { return compute_queues(); }
+  QueueIndex transfer_queue() const { return compute_queues() + 1; }
+};
+
+}  // namespace uvcl
