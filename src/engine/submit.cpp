@@ -1,7 +1,8 @@
 // submit.cpp — from windows to queues (completion.cpp: back to callers).
 //
 //   enqueue        a command enters its device's window (Pending)
-//   submit_one     queue choice, hazard waits, clEnqueue*, tracking (Submitted)
+//   submit_one     admit, place (queue, waits), enqueue, record (Submitted),
+//                  watch, show
 //   event_for_wait the event another queue waits on: own, or a fence
 //   flush_...      fences what has no event, then clFlush
 #include <algorithm>
@@ -124,8 +125,26 @@ void Submitter::fail_unsubmitted(const Command& c, Error err) {
   e.graph.fail(c.id, std::move(err));
 }
 
+// A command's submission, one step each: admitted (its inputs hold valid
+// data, its device is there), placed (a queue, what it waits for), enqueued,
+// recorded as submitted, watched (if someone awaits it) and shown (trace,
+// schedule). A step that fails the command ends its submission.
 void Submitter::submit_one(DeviceCtx& d, Command& c) {
-  const std::uint32_t device = static_cast<std::uint32_t>(d.dev.info.index);
+  if (!admit(d, c)) return;
+  const QueueIndex q = place(d, c);
+  Waits waits;
+  collect_waits(d, c, q, waits);
+  std::vector<cl_event> events;
+  if (!wait_events(d, c, q, waits, events)) return;
+  Enqueued done;
+  if (!enqueue_or_fail(d, c, q, events, done)) return;
+  record_submitted(d, c, q, done, waits);
+  if (c.wants_callback && q != sched::kNoQueue) watch(c.id, done.event);
+  show(d, c, q, waits);
+  release_pending(e, c);
+}
+
+bool Submitter::admit(DeviceCtx& d, Command& c) {
   // RAW producers: whoever last wrote what this command reads.
   sched::ScratchList<CommandId, 8> producers;
   for (CommandId p : c.extra_producers) producers.push_back(p);
@@ -136,11 +155,11 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   e.graph.add(c.id, producers.span());
   if (!e.graph.state(c.id)) {  // an input's producer had failed: the graph failed it already
     discard_unsubmitted(e, c, Error{Status::KernelSync, "an input of it was produced by a failed command"});
-    return;
+    return false;
   }
   if (d.state == sched::DeviceState::Lost) {
-    fail_unsubmitted(c, Error{Status::DeviceLost, "device " + std::to_string(device) + " is lost"});
-    return;
+    fail_unsubmitted(c, Error{Status::DeviceLost, "device " + std::to_string(d.dev.info.index) + " is lost"});
+    return false;
   }
   for (const Access& a : c.accesses) {
     const BufferRec& b = e.memory.buffers.at(a.buffer);
@@ -149,147 +168,159 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
       err.context(std::string(op_name(c.op)) + " (command " + std::to_string(c.id) + ") reads buffer " +
                   std::to_string(a.buffer));
       fail_unsubmitted(c, std::move(err));
-      return;
+      return false;
     }
   }
+  return true;
+}
 
-  // Queue choice and waits.
-  QueueIndex q = 0;
-  if (c.op == Op::Timed) {
-    q = d.profiling_queue();
-  } else if (c.op == Op::CrossWrite) {
-    q = sched::kNoQueue;
-  } else {
-    sched::ScratchList<sched::AccessView, 8> views;
-    for (const Access& a : c.accesses) views.push_back({&e.memory.buffers.at(a.buffer).hazards, a.write});
-    q = sched::choose_queue(views.span(), d.load, e);
-  }
-  sched::WaitList waits, completed;
+QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
+  if (c.op == Op::Timed) return d.profiling_queue();
+  if (c.op == Op::CrossWrite) return sched::kNoQueue;
+  sched::ScratchList<sched::AccessView, 8> views;
+  for (const Access& a : c.accesses) views.push_back({&e.memory.buffers.at(a.buffer).hazards, a.write});
+  return sched::choose_queue(views.span(), d.load, e);
+}
+
+void Submitter::collect_waits(DeviceCtx& d, const Command& c, QueueIndex q, Waits& w) {
   for (const Access& a : c.accesses)
-    e.hazards.collect_waits(e.memory.buffers.at(a.buffer).hazards, a.write, q, waits, e.schedule_recorder ? &completed : nullptr);
+    e.hazards.collect_waits(e.memory.buffers.at(a.buffer).hazards, a.write, q, w.waits,
+                            e.schedule_recorder ? &w.completed : nullptr);
   // A timed launch runs alone: later work waits for it, but only for the
   // order, through its gate (a user event completed when the launch ends,
   // whatever its status), so its failure does not fail unrelated work.
   // Work that reads its data waits on its event, through the hazards.
-  std::optional<CommandId> gate_of;
   if (d.barrier && !e.is_complete(*d.barrier)) {
-    const auto& ids = waits.ids();
-    if (std::find(ids.begin(), ids.end(), *d.barrier) == ids.end()) gate_of = d.barrier;
-    waits.add(*d.barrier);
+    const auto& ids = w.waits.ids();
+    if (std::find(ids.begin(), ids.end(), *d.barrier) == ids.end()) w.gate_of = d.barrier;
+    w.waits.add(*d.barrier);
   }
   if (c.op == Op::Timed) {
     // Alone: after every earlier command of the device.
     for (const Queue& other : d.queues)
-      if (!other.in_flight.empty() && !e.is_complete(other.in_flight.back())) waits.add(other.in_flight.back());
+      if (!other.in_flight.empty() && !e.is_complete(other.in_flight.back())) w.waits.add(other.in_flight.back());
   }
-  std::vector<cl_event> wait_events;
-  wait_events.reserve(waits.ids().size());
-  for (CommandId w : waits.ids()) {
-    const CommandRec& we = *e.commands.find(w);  // not complete: still stored
-    cl_event wait = w == gate_of ? we.gate : event_for_wait(d, w);
-    if (!wait) {
+}
+
+bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w,
+                            std::vector<cl_event>& events) {
+  events.reserve(w.waits.ids().size());
+  for (CommandId id : w.waits.ids()) {
+    const CommandRec& waited = *e.commands.find(id);  // not complete: still stored
+    cl_event ev = id == w.gate_of ? waited.gate : event_for_wait(d, id);
+    if (!ev) {
       Error err = cl::call_error(Status::KernelSync, "clEnqueueMarkerWithWaitList", CL_OUT_OF_RESOURCES);
       err.context(std::string(op_name(c.op)) + " (command " + std::to_string(c.id) + ") waiting for command " +
-                  std::to_string(w));
+                  std::to_string(id));
       e.report(c.id, err);
       fail_unsubmitted(c, std::move(err));
-      return;
+      return false;
     }
     // OpenCL requires a flush before another queue waits on an event.
-    if (we.queue != sched::kNoQueue && we.queue != q && d.queues[we.queue].dirty) {
-      d.queues[we.queue].dirty = false;
-      e.api->clFlush(d.queues[we.queue].queue);
+    if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].dirty) {
+      d.queues[waited.queue].dirty = false;
+      e.api->clFlush(d.queues[waited.queue].queue);
     }
-    wait_events.push_back(wait);
+    events.push_back(ev);
   }
+  return true;
+}
 
-  cl_event gate = nullptr;
+bool Submitter::enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events,
+                                Enqueued& done) {
   if (c.op == Op::Timed) {
     cl_int grc = CL_SUCCESS;
-    gate = e.api->clCreateUserEvent(d.context, &grc);
-    if (grc != CL_SUCCESS || !gate) {
+    done.gate = e.api->clCreateUserEvent(d.context, &grc);
+    if (grc != CL_SUCCESS || !done.gate) {
       Error err = cl::call_error(Status::KernelLaunch, "clCreateUserEvent", grc == CL_SUCCESS ? CL_OUT_OF_RESOURCES : grc);
       err.context("timed launch (command " + std::to_string(c.id) + ", kernel " + e.progs.kernels.at(c.kernel).name + ")");
       e.report(c.id, err);
       fail_unsubmitted(c, std::move(err));
-      return;
+      return false;
     }
   }
-
-  cl_event ev = nullptr;
-  const bool own_event = needs_own_event(d, c);
+  done.own_event = needs_own_event(d, c);
   const char* call = "";
   cl_int rc = CL_SUCCESS;
   if (c.op == Op::CrossWrite) {
-    e.transfers.submit_cross_write(d, c, wait_events, &ev);
+    e.transfers.submit_cross_write(d, c, events, &done.event);
     call = "clCreateUserEvent";
-    if (!ev) rc = CL_OUT_OF_RESOURCES;
+    if (!done.event) rc = CL_OUT_OF_RESOURCES;
   } else {
-    rc = enqueue_cl(d, c, q, wait_events, own_event ? &ev : nullptr, &call);
+    rc = enqueue_cl(d, c, q, events, done.own_event ? &done.event : nullptr, &call);
   }
-  if (rc != CL_SUCCESS) {
-    const Status s = c.op == Op::Write || c.op == Op::Fill ? Status::MemoryCopyH2P
-                     : c.op == Op::Read                    ? Status::MemoryCopyP2H
-                     : c.op == Op::Launch || c.op == Op::Timed ? Status::KernelLaunch
-                                                                : Status::KernelSync;
-    Error err = cl::call_error(s, call, rc);
-    std::string what = std::string(op_name(c.op)) + " (command " + std::to_string(c.id);
-    if (c.kernel) what += ", kernel " + e.progs.kernels.at(c.kernel).name + ", tag " + std::to_string(c.tag);
-    err.context(what + ")");
-    e.report(c.id, err);
-    fail_unsubmitted(c, std::move(err));
-    if (gate) e.api->clReleaseEvent(gate);  // nothing waits on it yet
-    if (rc == CL_DEVICE_NOT_AVAILABLE || rc == CL_INVALID_COMMAND_QUEUE || rc == CL_INVALID_CONTEXT)
-      e.lose_device(device, Error{Status::DeviceLost, std::string(call) + ": " + cl::error_name(rc)});
-    return;
-  }
+  if (rc == CL_SUCCESS) return true;
+  const Status s = c.op == Op::Write || c.op == Op::Fill ? Status::MemoryCopyH2P
+                   : c.op == Op::Read                    ? Status::MemoryCopyP2H
+                   : c.op == Op::Launch || c.op == Op::Timed ? Status::KernelLaunch
+                                                              : Status::KernelSync;
+  Error err = cl::call_error(s, call, rc);
+  std::string what = std::string(op_name(c.op)) + " (command " + std::to_string(c.id);
+  if (c.kernel) what += ", kernel " + e.progs.kernels.at(c.kernel).name + ", tag " + std::to_string(c.tag);
+  err.context(what + ")");
+  e.report(c.id, err);
+  fail_unsubmitted(c, std::move(err));
+  if (done.gate) e.api->clReleaseEvent(done.gate);  // nothing waits on it yet
+  if (rc == CL_DEVICE_NOT_AVAILABLE || rc == CL_INVALID_COMMAND_QUEUE || rc == CL_INVALID_CONTEXT)
+    e.lose_device(static_cast<std::uint32_t>(d.dev.info.index),
+                  Error{Status::DeviceLost, std::string(call) + ": " + cl::error_name(rc)});
+  return false;
+}
 
-  CommandRec& entry = *e.commands.find(c.id);
-  entry.event = ev;
-  entry.gate = gate;
-  entry.queue = q;
-  entry.submit_ns = uv_hrtime();
+void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, const Enqueued& done,
+                                 const Waits& w) {
+  CommandRec& r = *e.commands.find(c.id);
+  r.event = done.event;
+  r.gate = done.gate;
+  r.queue = q;
+  r.submit_ns = uv_hrtime();
   for (const Access& a : c.accesses)
-    if (a.write) entry.written.push_back(a.buffer);
-  e.completion.transition(entry, sched::CommandEvent::Submit);
+    if (a.write) r.written.push_back(a.buffer);
+  e.completion.transition(r, sched::CommandEvent::Submit);
   e.graph.submitted(c.id);
   for (const Access& a : c.accesses) {
     BufferRec& b = e.memory.buffers.at(a.buffer);
     e.hazards.record(b.hazards, a.write, c.id, q);
     if (a.write) b.poison.reset();
   }
-  if (own_event) ++e.counters.events;
+  if (done.own_event) ++e.counters.events;
   if (q != sched::kNoQueue) {
-    d.queues[q].in_flight.push_back(c.id);
-    d.queues[q].dirty = true;
-    d.queues[q].needs_fence = !own_event;
+    Queue& queue = d.queues[q];
+    queue.in_flight.push_back(c.id);
+    queue.dirty = true;
+    queue.needs_fence = !done.own_event;
     if (q < d.compute_queues()) ++d.load[q];
   }
   if (c.op == Op::Timed) d.barrier = c.id;
   ++e.counters.submitted;
-  for (CommandId w : waits.ids())
-    if (const CommandRec* wr = e.commands.find(w); wr && wr->queue != q) ++e.counters.cross_queue_waits;
-  if (c.wants_callback && q != sched::kNoQueue) {
-    // Config::spin_us: someone waits for this one, so look for its
-    // completion on every loop iteration rather than through the driver's
-    // callback thread and uv_async (two wake-ups later). A busy core, for
-    // at most spin_us; update_busy() stops it once idle or past the deadline
-    // and only then asks for the driver's callback on what is still running:
-    // a callback registered at once delays the command itself on some
-    // drivers (NVIDIA's).
-    if (e.config.spin_us > 0) {
-      e.spin_until_ns = std::max(e.spin_until_ns, uv_hrtime() + std::uint64_t{e.config.spin_us} * 1000);
-      e.handles->set_spinning(true);
-      if (e.callback_after_spin.size() >= 256)  // spinning without end: keep only what still runs
-        std::erase_if(e.callback_after_spin, [this](CommandId id) {
-          const CommandRec* r = e.commands.find(id);
-          return !r || sched::device_done(r->state);
-        });
-      e.callback_after_spin.push_back(c.id);
-    } else {
-      e.api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(e.handles->wake_token()));
-    }
+  for (CommandId id : w.waits.ids())
+    if (const CommandRec* waited = e.commands.find(id); waited && waited->queue != q) ++e.counters.cross_queue_waits;
+}
+
+void Submitter::watch(CommandId id, cl_event ev) {
+  // Config::spin_us: someone waits for this one, so look for its
+  // completion on every loop iteration rather than through the driver's
+  // callback thread and uv_async (two wake-ups later). A busy core, for
+  // at most spin_us; update_busy() stops it once idle or past the deadline
+  // and only then asks for the driver's callback on what is still running:
+  // a callback registered at once delays the command itself on some
+  // drivers (NVIDIA's).
+  if (e.config.spin_us == 0) {
+    e.api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(e.handles->wake_token()));
+    return;
   }
+  e.spin_until_ns = std::max(e.spin_until_ns, uv_hrtime() + std::uint64_t{e.config.spin_us} * 1000);
+  e.handles->set_spinning(true);
+  if (e.callback_after_spin.size() >= 256)  // spinning without end: keep only what still runs
+    std::erase_if(e.callback_after_spin, [this](CommandId waiting) {
+      const CommandRec* r = e.commands.find(waiting);
+      return !r || sched::device_done(r->state);
+    });
+  e.callback_after_spin.push_back(id);
+}
+
+void Submitter::show(const DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w) {
+  const auto device = static_cast<std::uint32_t>(d.dev.info.index);
   if (e.trace) {
     TraceCommand t;
     t.id = c.id;
@@ -297,8 +328,8 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
     t.queue = q;
     t.name = c.kernel ? e.progs.kernels.at(c.kernel).name : op_name(c.op);
     t.bytes = c.bytes;
-    t.waits = waits.ids();
-    entry.trace = std::make_unique<TraceCommand>(std::move(t));
+    t.waits = w.waits.ids();
+    e.commands.find(c.id)->trace = std::make_unique<TraceCommand>(std::move(t));
   }
   if (e.schedule_recorder) {
     ScheduleEntry s;
@@ -311,11 +342,10 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
       if (a.read) s.reads.push_back(Buffer{a.buffer});
       if (a.write) s.writes.push_back(Buffer{a.buffer});
     }
-    s.waits = waits.ids();
-    s.completed = completed.ids();
+    s.waits = w.waits.ids();
+    s.completed = w.completed.ids();
     e.undelivered_schedule.push_back(std::move(s));
   }
-  release_pending(e, c);
 }
 
 cl_int Submitter::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits,

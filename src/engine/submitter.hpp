@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "engine/records.hpp"
+#include "sched/hazards.hpp"
 
 namespace uvcl {
 
@@ -30,6 +32,27 @@ struct Submitter {
   cl_event event_for_wait(DeviceCtx& d, CommandId id);
   // Whether the command gets an event of its own.
   bool needs_own_event(const DeviceCtx& d, const Command& c) const;
+
+ private:
+  // submit_one's steps; false: the command failed and its submission ends.
+  struct Waits {
+    sched::WaitList waits;
+    sched::WaitList completed;           // dropped waits, for the schedule record
+    std::optional<CommandId> gate_of;    // the timed launch waited on through its gate
+  };
+  struct Enqueued {
+    cl_event event = nullptr;  // its own, if it gets one
+    cl_event gate = nullptr;   // a timed launch's
+    bool own_event = false;
+  };
+  bool admit(DeviceCtx& d, Command& c);
+  QueueIndex place(DeviceCtx& d, const Command& c);
+  void collect_waits(DeviceCtx& d, const Command& c, QueueIndex q, Waits& w);
+  bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, std::vector<cl_event>& events);
+  bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events, Enqueued& done);
+  void record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, const Enqueued& done, const Waits& w);
+  void watch(CommandId id, cl_event ev);  // someone awaits it: spin for it, or ask for the driver's callback
+  void show(const DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w);  // trace, schedule record
 };
 
 }  // namespace uvcl
