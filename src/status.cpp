@@ -10,14 +10,12 @@ std::string_view status_name(Status s) noexcept {
     case Status::DeviceEnumeration: return "DeviceEnumeration";
     case Status::DeviceQuery: return "DeviceQuery";
     case Status::MemoryAllocation: return "MemoryAllocation";
-    case Status::MemoryDeallocation: return "MemoryDeallocation";
     case Status::MemoryCopyH2P: return "MemoryCopyH2P";
     case Status::MemoryCopyP2H: return "MemoryCopyP2H";
     case Status::KernelCompilation: return "KernelCompilation";
     case Status::KernelLaunch: return "KernelLaunch";
     case Status::KernelSync: return "KernelSync";
     case Status::IncorrectKernelArg: return "IncorrectKernelArg";
-    case Status::Deinitialization: return "Deinitialization";
     case Status::InvalidArgument: return "InvalidArgument";
     case Status::InvalidConfig: return "InvalidConfig";
     case Status::InvalidJob: return "InvalidJob";

@@ -17,20 +17,19 @@ namespace uvcl {
 
 enum class Status {
   Ok,
-  // The seed backend's set.
+  // The seed backend's set, less what uvcl never produces (a failed free or
+  // teardown has no caller left to tell).
   Initialization,
   DyLibNotFound,
   DeviceEnumeration,
   DeviceQuery,
   MemoryAllocation,
-  MemoryDeallocation,
   MemoryCopyH2P,
   MemoryCopyP2H,
   KernelCompilation,
   KernelLaunch,
   KernelSync,
   IncorrectKernelArg,
-  Deinitialization,
   // What uvcl adds.
   InvalidArgument,  // a bad argument at the API edge (unknown handle, bad size)
   InvalidConfig,    // a config file that does not parse or validate

@@ -298,6 +298,7 @@ Result<void> Engine::close(std::function<void()> on_closed) {
 
 void Engine::Impl::on_prepare() {
   Entry entry(*this);
+  in_loop_io_phase = true;
   submitter.submit_all();
   for (const auto& d : devices) submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
   deliver_raised();
@@ -325,7 +326,10 @@ void Engine::Impl::on_poll() {
   update_busy();
 }
 
-void Engine::Impl::on_check() { completion.iteration_deadline_ns = 0; }
+void Engine::Impl::on_check() {
+  completion.iteration_deadline_ns = 0;
+  in_loop_io_phase = false;
+}
 
 bool Engine::Impl::busy() const { return has_work() || close_state == CloseState::Closing; }
 
@@ -441,6 +445,10 @@ static Result<void> refuse_in_callback(const Engine::Impl& e, const char* call) 
   if (e.in_callback > 0)
     return Error{Status::InvalidArgument,
                  std::string(call) + " called from inside a uvcl callback (uv_run is not re-entrant)"};
+  if (e.in_loop_io_phase)
+    return Error{Status::InvalidArgument,
+                 std::string(call) + " called from inside a callback of the running loop (uv_run is not "
+                                     "re-entrant): use the call's callback form"};
   return {};
 }
 

@@ -64,6 +64,12 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   ErrorListener error_listener;
   std::function<void(const ScheduleEntry&)> schedule_recorder;
   int in_callback = 0;  // > 0 while the loop runs one of our callbacks
+  // Between the engine's prepare and check handles: the loop is inside
+  // uv_run, in its I/O phase, so a caller's callback running now (a socket
+  // read, an async, a signal) must not run the loop again. libuv has no
+  // "running" query; a caller's timer or idle callback runs outside this
+  // window and is not caught.
+  bool in_loop_io_phase = false;
   // User code the engine's steps raise — the error listener, the schedule
   // recorder — waits here and runs at the end of on_prepare / on_poll, so it
   // never re-enters submission or sees half-updated state.

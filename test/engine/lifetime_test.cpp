@@ -263,6 +263,54 @@ TEST(LifetimeCallerLoop, EngineOnTheCallersLoop) {
   EXPECT_EQ(uv_loop_close(&loop), 0) << "a handle of the engine is still open";
 }
 
+// A caller's own I/O callback (here a uv_async) runs inside the caller's
+// uv_run: a blocking convenience there would nest uv_run, so it is refused;
+// outside uv_run the same call runs the loop itself.
+TEST(LifetimeCallerLoop, BlockingCallsFromTheCallersIoCallbackAreRefused) {
+  Watchdog dog("BlockingCallsFromTheCallersIoCallbackAreRefused", 60);
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    auto created = Engine::create(test_config(), &loop);
+    ASSERT_TRUE(created.ok()) << created.error().to_string();
+    std::unique_ptr<Engine> e = std::move(created.value());
+    auto b = e->allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    struct Seen {
+      Engine* engine;
+      Buffer buffer;
+      Result<void> finish = Error{Status::Cancelled, "not called"};
+      Result<std::vector<std::byte>> read = Error{Status::Cancelled, "not called"};
+    } seen{e.get(), b.value()};
+    uv_async_t async;
+    ASSERT_EQ(uv_async_init(&loop, &async,
+                            [](uv_async_t* a) {
+                              auto* s = static_cast<Seen*>(a->data);
+                              s->finish = s->engine->finish();
+                              s->read = s->engine->read_sync(s->buffer, 0, 64);
+                              uv_close(reinterpret_cast<uv_handle_t*>(a), nullptr);
+                            }),
+              0);
+    async.data = &seen;
+    ASSERT_EQ(uv_async_send(&async), 0);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    ASSERT_FALSE(seen.finish.ok()) << "finish() nested uv_run inside the caller's callback";
+    EXPECT_EQ(seen.finish.error().status, Status::InvalidArgument);
+    EXPECT_NE(seen.finish.error().message.find("finish called from inside a callback of the running loop"),
+              std::string::npos)
+        << seen.finish.error().message;
+    ASSERT_FALSE(seen.read.ok());
+    EXPECT_EQ(seen.read.error().status, Status::InvalidArgument);
+    // Outside uv_run: the call runs the loop itself.
+    EXPECT_TRUE(e->finish().ok());
+    auto again = e->read_sync(b.value(), 0, 64);
+    EXPECT_TRUE(again.ok()) << again.error().to_string();
+    e.reset();
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 // Destroying the engine: what is still in a window is cancelled, what is on
 // the device completes and is delivered.
 TEST_F(Lifetime, DestroyCancelsTheWindowAndCompletesInFlightWork) {
