@@ -21,8 +21,17 @@
 //   "event:clFoo:N:STATUS"  the N-th call of clFoo from now that returns an
 //                           event runs for real, but the event the caller
 //                           gets is a user event of the same context that
-//                           completes with STATUS when the real one
-//                           completes.
+//                           completes with STATUS once the real one has
+//                           completed and the caller asks (a status read,
+//                           clWaitForEvents, clFinish) — on the caller's
+//                           thread, not from a driver thread: PoCL 3.1
+//                           mishandles a user event failed from another
+//                           thread while commands that wait on it are being
+//                           enqueued (such a command can stay CL_QUEUED for
+//                           good, hanging clFinish, or trip the assertion in
+//                           pocl_update_event_finished). UVCL_SHIM_ASYNC_EVENTS
+//                           set at load time completes them from the driver's
+//                           callback instead, to study that race.
 //   "lost:clFoo:N[:STATUS]" from the N-th call of clFoo on, every entry point
 //                           fails with STATUS (default CL_DEVICE_NOT_AVAILABLE)
 //                           — a lost device. Releases (clRelease*) and
@@ -412,8 +421,8 @@ void sweep_graveyard() {
   for (cl_event e : dead) s.real.clReleaseEvent(e);
 }
 
-// Sets the user event's status once (from the callback, a status query or
-// clFinish, whichever comes first).
+// Sets the user event's status once (from a status query or clFinish, or
+// with UVCL_SHIM_ASYNC_EVENTS from the callback, whichever comes first).
 void complete_wrapper(std::uint64_t id) {
   State& s = state();
   cl_event user = nullptr;
@@ -448,7 +457,8 @@ void poll_wrapper(std::uint64_t id) {
 
 void CL_CALLBACK on_real_done(cl_event, cl_int, void* token) {
   const auto id = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(token));
-  complete_wrapper(id);
+  static const bool from_driver_thread = std::getenv("UVCL_SHIM_ASYNC_EVENTS") != nullptr;
+  if (from_driver_thread) complete_wrapper(id);
   State& s = state();
   std::lock_guard lock(s.mutex);
   auto it = s.wrappers.find(id);
