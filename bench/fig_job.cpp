@@ -47,8 +47,18 @@ Bytes read_all(Engine& e, uvcl::Buffer b) {
   return {got.begin(), got.end()};
 }
 
+std::uint64_t launches_per_pass(const job::Job& j) {
+  std::uint64_t n = 0;
+  for (const job::Launch& l : j.launches) n += l.repeat;
+  return n;
+}
+
 struct Timed {
   double pass_ms = 0;
+  // Host time of the timed passes' calls (e.launch; clSetKernelArg and
+  // clEnqueueNDRangeKernel), before the wait for the device: what a launch
+  // costs the submitting thread.
+  double submit_us_per_launch = 0;
   std::vector<Bytes> warm_up_outputs, outputs;
   Json per_pass = Json::object();  // uvcl: the engine's counters per timed pass
 };
@@ -77,6 +87,7 @@ Timed run_uvcl(const Ctx& c, const job::Job& j, const std::string& base_dir, uns
   const uvcl::EngineStats s0 = e.stats();
   const std::uint64_t t0 = now_ns();
   for (unsigned p = 0; p < passes; ++p) pass();
+  t.submit_us_per_launch = us_since(t0) / static_cast<double>(passes * launches_per_pass(j));
   must(e.finish(), "finish");
   t.pass_ms = us_since(t0) / 1e3 / passes;
   const uvcl::EngineStats s1 = e.stats();
@@ -209,16 +220,11 @@ Timed run_bare(const Ctx& c, const job::Job& j, const std::string& base_dir, con
   t.warm_up_outputs = outputs();
   const std::uint64_t t0 = now_ns();
   for (unsigned p = 0; p < passes; ++p) pass();
+  t.submit_us_per_launch = us_since(t0) / static_cast<double>(passes * launches_per_pass(j));
   settle();  // the events of every pass live until here, as a hand-written loop would keep them
   t.pass_ms = us_since(t0) / 1e3 / passes;
   t.outputs = outputs();
   return t;
-}
-
-std::uint64_t launches_per_pass(const job::Job& j) {
-  std::uint64_t n = 0;
-  for (const job::Launch& l : j.launches) n += l.repeat;
-  return n;
 }
 
 }  // namespace
@@ -267,6 +273,12 @@ Json fig11(Ctx& c) {
     info["idempotent"] = u.outputs == u.warm_up_outputs;
     info["uvcl_per_pass"] = u.per_pass;
     info["uvcl1_per_pass"] = u1.per_pass;
+    Json submit = Json::object();
+    submit["uvcl"] = u.submit_us_per_launch;
+    submit["uvcl1"] = u1.submit_us_per_launch;
+    submit["bare"] = bare.submit_us_per_launch;
+    submit["bare_rr"] = rr.submit_us_per_launch;
+    info["submit_us_per_launch"] = std::move(submit);
     jobs.push(std::move(info));
   }
   fig["jobs"] = std::move(jobs);
