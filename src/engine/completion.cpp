@@ -60,12 +60,9 @@ bool Engine::Impl::is_complete(CommandId id) const {
 }
 
 CommandRec* Completion::completed_by(const DeviceCtx& d, CommandId id, QueueIndex q) {
-  const std::deque<CommandId>& f = d.queues[q].in_flight;
-  for (auto it = std::lower_bound(f.begin(), f.end(), id); it != f.end(); ++it) {
-    CommandRec* r = e.commands.find(*it);
-    if (r->event) return r;
-  }
-  return nullptr;
+  const std::deque<CommandId>& f = d.queues[q].evented;
+  auto it = std::lower_bound(f.begin(), f.end(), id);
+  return it == f.end() ? nullptr : e.commands.find(*it);
 }
 
 // --- completions --------------------------------------------------------------
@@ -100,8 +97,11 @@ bool Completion::collect_group(DeviceCtx& d, QueueIndex qi) {
   if (q.in_flight.empty()) return false;
   // One status read for the first command with an event: the commands
   // before it (event-less) completed with it.
-  std::size_t k = 0;
-  while (k < q.in_flight.size() && !e.commands.find(q.in_flight[k])->event) ++k;
+  std::size_t k =
+      q.evented.empty()
+          ? q.in_flight.size()
+          : static_cast<std::size_t>(std::lower_bound(q.in_flight.begin(), q.in_flight.end(), q.evented.front()) -
+                                     q.in_flight.begin());
   cl_int status = CL_QUEUED;
   if (k == q.in_flight.size()) {
     if (d.state != sched::DeviceState::Lost) return false;  // its fence comes with the next flush
@@ -129,6 +129,7 @@ void Completion::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t c
   for (std::size_t i = 0; i < count && !q.in_flight.empty(); ++i) {
     const CommandId id = q.in_flight.front();
     q.in_flight.pop_front();
+    if (!q.evented.empty() && q.evented.front() == id) q.evented.pop_front();
     if (qi < d.compute_queues()) --d.load[qi];
     // The first: behind the failure completed before it, if any; the rest:
     // behind the first.

@@ -61,7 +61,7 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   auto kit = progs.kernels.find(l.kernel.id);
   if (kit == progs.kernels.end() || kit->second.released)
     return Error{Status::InvalidArgument, "launch: kernel " + std::to_string(l.kernel.id) + " is not a live kernel"};
-  const KernelRec& k = kit->second;
+  KernelRec& k = kit->second;
   // Messages are built only on error: a launch must not pay for them.
   auto where = [&k] { return "launch of kernel " + k.name; };
   DeviceCtx& d = *devices[k.device];
@@ -74,6 +74,7 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   c.op = op;
   c.tag = l.tag;
   c.kernel = l.kernel.id;
+  c.kernel_rec = &kit->second;
   for (std::size_t i = 0; i < l.args.size(); ++i) {
     const KernelArg& a = l.args[i];
     const KernelParam& p = k.params[i];
@@ -96,7 +97,7 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
       auto same = std::find_if(c.accesses.begin(), c.accesses.end(),
                                [&](const Access& x) { return x.buffer == a.buffer.id; });
       if (same == c.accesses.end()) {
-        c.accesses.push_back(Access{a.buffer.id, reads, writes});
+        c.accesses.push_back(Access{a.buffer.id, reads, writes, &b->second});
       } else {
         same->read = same->read || reads;
         same->write = same->write || writes;

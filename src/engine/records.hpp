@@ -29,10 +29,17 @@ using sched::QueueIndex;
 enum class Op : std::uint8_t { Launch, Timed, Write, Fill, Read, Copy, CrossWrite };
 const char* op_name(Op op) noexcept;
 
+struct BufferRec;
+struct KernelRec;
+
 struct Access {
   std::uint64_t buffer = 0;
   bool read = false;
   bool write = false;
+  // Its record, looked up once when the command is made: it stays put
+  // (unordered_map nodes do not move) and alive while the command holds a
+  // pending use of it (until the command leaves its window).
+  BufferRec* rec = nullptr;
 };
 
 // Called once per command when it is final: its outcome is known and its
@@ -47,6 +54,7 @@ struct Command {
   std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
   // Launch / Timed
   std::uint64_t kernel = 0;
+  KernelRec* kernel_rec = nullptr;  // as Access::rec: alive while the command counts a use of it
   sched::ScratchList<KernelArg, 8> args;
   std::uint32_t dims = 0;
   std::array<std::size_t, 3> global{}, local{};
@@ -96,6 +104,10 @@ struct CommandRec {
 struct Queue {
   cl_command_queue queue = nullptr;
   std::deque<CommandId> in_flight;  // in submission order = completion order = id order
+  // The commands of in_flight that carry an event (their own, or a fence
+  // after them), in order: the one that completes a command is found by a
+  // binary search, not a walk over the event-less ones between.
+  std::deque<CommandId> evented;
   bool dirty = false;               // enqueued since the last clFlush
   bool needs_fence = false;         // the last command in flight has no event
   // Status reads of its oldest event that failed in a row: a read that

@@ -27,6 +27,7 @@ cl_event Submitter::fence(DeviceCtx& d, QueueIndex q) {
   ++e.counters.fences;
   ++e.counters.events;
   e.commands.find(queue.in_flight.back())->event = m;
+  queue.evented.push_back(queue.in_flight.back());
   queue.needs_fence = false;
   queue.dirty = true;
   return m;
@@ -46,8 +47,14 @@ CommandId Submitter::enqueue(std::uint32_t device, Command c) {
   r.kernel = c.kernel;
   r.tag = c.tag;
   r.hook = std::move(c.on_final);
-  for (const Access& a : c.accesses) ++e.memory.buffers.at(a.buffer).pending_uses;
-  if (c.kernel) ++e.progs.kernels.at(c.kernel).uses;
+  for (Access& a : c.accesses) {
+    if (!a.rec) a.rec = &e.memory.buffers.at(a.buffer);
+    ++a.rec->pending_uses;
+  }
+  if (c.kernel) {
+    if (!c.kernel_rec) c.kernel_rec = &e.progs.kernels.at(c.kernel);
+    ++c.kernel_rec->uses;
+  }
   const CommandId id = c.id;
   DeviceCtx& d = *e.devices[device];
   if (d.window.push(std::move(c))) submit_window(device);
@@ -95,7 +102,7 @@ void Submitter::flush_dirty_queues(DeviceCtx& d) {
 // Releases what a command held while it sat in the window.
 static void release_pending(Engine::Impl& e, const Command& c) {
   for (const Access& a : c.accesses) {
-    BufferRec& b = e.memory.buffers.at(a.buffer);
+    BufferRec& b = *a.rec;
     if (--b.pending_uses == 0 && b.state == sched::BufferState::Dying) e.memory.free_when_unused(a.buffer);
   }
 }
@@ -107,14 +114,14 @@ static void discard_unsubmitted(Engine::Impl& e, const Command& c, const Error& 
   e.completion.transition(*e.commands.find(c.id), sched::CommandEvent::Fail);
   for (const Access& a : c.accesses) {
     if (!a.write) continue;
-    BufferRec& b = e.memory.buffers.at(a.buffer);
+    BufferRec& b = *a.rec;
     // The root cause travels with the poison: readers see why.
     b.poison = Error{why.status, "buffer " + std::to_string(a.buffer) + " holds no valid data: command " +
                                      std::to_string(c.id) + " that writes it failed: " + why.message};
   }
   release_pending(e, c);
   if (c.kernel) {
-    --e.progs.kernels.at(c.kernel).uses;
+    --c.kernel_rec->uses;
     e.progs.maybe_free_kernel(c.kernel);
   }
 }
@@ -149,7 +156,7 @@ bool Submitter::admit(DeviceCtx& d, Command& c) {
   sched::ScratchList<CommandId, 8> producers;
   for (CommandId p : c.extra_producers) producers.push_back(p);
   for (const Access& a : c.accesses) {
-    const BufferRec& b = e.memory.buffers.at(a.buffer);
+    const BufferRec& b = *a.rec;
     if (a.read && b.hazards.writer) producers.push_back(b.hazards.writer->id);
   }
   e.graph.add(c.id, producers.span());
@@ -162,7 +169,7 @@ bool Submitter::admit(DeviceCtx& d, Command& c) {
     return false;
   }
   for (const Access& a : c.accesses) {
-    const BufferRec& b = e.memory.buffers.at(a.buffer);
+    const BufferRec& b = *a.rec;
     if (a.read && b.poison) {
       Error err = *b.poison;
       err.context(std::string(op_name(c.op)) + " (command " + std::to_string(c.id) + ") reads buffer " +
@@ -178,13 +185,13 @@ QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
   if (c.op == Op::Timed) return d.profiling_queue();
   if (c.op == Op::CrossWrite) return sched::kNoQueue;
   sched::ScratchList<sched::AccessView, 8> views;
-  for (const Access& a : c.accesses) views.push_back({&e.memory.buffers.at(a.buffer).hazards, a.write});
+  for (const Access& a : c.accesses) views.push_back({&a.rec->hazards, a.write});
   return sched::choose_queue(views.span(), d.load, e);
 }
 
 void Submitter::collect_waits(DeviceCtx& d, const Command& c, QueueIndex q, Waits& w) {
   for (const Access& a : c.accesses)
-    e.hazards.collect_waits(e.memory.buffers.at(a.buffer).hazards, a.write, q, w.waits,
+    e.hazards.collect_waits(a.rec->hazards, a.write, q, w.waits,
                             e.schedule_recorder ? &w.completed : nullptr);
   // A timed launch runs alone: later work waits for it, but only for the
   // order, through its gate (a user event completed when the launch ends,
@@ -279,7 +286,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
   e.completion.transition(r, sched::CommandEvent::Submit);
   e.graph.submitted(c.id);
   for (const Access& a : c.accesses) {
-    BufferRec& b = e.memory.buffers.at(a.buffer);
+    BufferRec& b = *a.rec;
     e.hazards.record(b.hazards, a.write, c.id, q);
     if (a.write) b.poison.reset();
   }
@@ -287,6 +294,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
   if (q != sched::kNoQueue) {
     Queue& queue = d.queues[q];
     queue.in_flight.push_back(c.id);
+    if (done.event) queue.evented.push_back(c.id);
     queue.dirty = true;
     queue.needs_fence = !done.own_event;
     if (q < d.compute_queues()) ++d.load[q];
@@ -356,7 +364,7 @@ cl_int Submitter::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::
   switch (c.op) {
     case Op::Launch:
     case Op::Timed: {
-      KernelRec& k = e.progs.kernels.at(c.kernel);
+      KernelRec& k = *c.kernel_rec;
       k.set_args.resize(c.args.size());
       for (cl_uint i = 0; i < c.args.size(); ++i) {
         const KernelArg& a = c.args[i];
@@ -364,7 +372,10 @@ cl_int Submitter::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::
         want.valid = true;
         const void* value = nullptr;
         if (a.kind == KernelArg::Kind::Buffer) {
-          cl_mem m = e.memory.buffers.at(a.buffer.id).mem;
+          // Its record, from the command's accesses (one per distinct buffer).
+          const Access* acc = std::find_if(c.accesses.begin(), c.accesses.end(),
+                                           [&](const Access& x) { return x.buffer == a.buffer.id; });
+          cl_mem m = acc->rec->mem;
           // The handle itself is the argument.
           want.size = sizeof(cl_mem);  // NOLINT(bugprone-sizeof-expression)
           std::memcpy(want.bytes.data(), static_cast<const void*>(&m), sizeof(cl_mem));  // NOLINT(bugprone-sizeof-expression)
@@ -391,21 +402,21 @@ cl_int Submitter::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::
     }
     case Op::Write:
       *call = "clEnqueueWriteBuffer";
-      return e.api->clEnqueueWriteBuffer(queue, e.memory.buffers.at(c.accesses[0].buffer).mem, CL_FALSE, c.offset, c.bytes,
+      return e.api->clEnqueueWriteBuffer(queue, c.accesses[0].rec->mem, CL_FALSE, c.offset, c.bytes,
                                        c.host_src, n, w, ev);
     case Op::Fill:
       *call = "clEnqueueFillBuffer";
-      return e.api->clEnqueueFillBuffer(queue, e.memory.buffers.at(c.accesses[0].buffer).mem, c.pattern.data(),
+      return e.api->clEnqueueFillBuffer(queue, c.accesses[0].rec->mem, c.pattern.data(),
                                       c.pattern.size(), c.offset, c.bytes, n, w, ev);
     case Op::Read:
       *call = "clEnqueueReadBuffer";
-      return e.api->clEnqueueReadBuffer(queue, e.memory.buffers.at(c.accesses[0].buffer).mem, CL_FALSE, c.offset, c.bytes,
+      return e.api->clEnqueueReadBuffer(queue, c.accesses[0].rec->mem, CL_FALSE, c.offset, c.bytes,
                                       c.host_dst, n, w, ev);
     case Op::Copy: {
       *call = "clEnqueueCopyBuffer";
       const Access& src = c.accesses[0];
       const Access& dst = c.accesses.size() > 1 ? c.accesses[1] : c.accesses[0];
-      return e.api->clEnqueueCopyBuffer(queue, e.memory.buffers.at(src.buffer).mem, e.memory.buffers.at(dst.buffer).mem, c.src_offset,
+      return e.api->clEnqueueCopyBuffer(queue, src.rec->mem, dst.rec->mem, c.src_offset,
                                       c.offset, c.bytes, n, w, ev);
     }
     case Op::CrossWrite: break;

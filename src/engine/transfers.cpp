@@ -314,7 +314,7 @@ CommandId wait_owner(const Engine::Impl& e, const DeviceCtx& d, const Command& c
   };
   if (d.barrier && owns(*d.barrier)) return *d.barrier;
   for (const Access& a : c.accesses) {
-    const sched::BufferHazards& h = e.memory.buffers.at(a.buffer).hazards;
+    const sched::BufferHazards& h = a.rec->hazards;
     if (h.writer && owns(h.writer->id)) return h.writer->id;
     for (const sched::Slot& s : h.readers)
       if (owns(s.id)) return s.id;
