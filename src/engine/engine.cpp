@@ -381,9 +381,9 @@ void Engine::Impl::deliver_raised() {
     schedule.swap(undelivered_schedule);
     for (const ScheduleEntry& s : schedule)
       if (schedule_recorder) in_user_callback(*this, [&] { schedule_recorder(s); });
-    std::vector<Error> errors;
-    errors.swap(undelivered_errors);
-    for (const Error& e : errors)
+    std::vector<Error> raised;
+    raised.swap(undelivered_errors);
+    for (const Error& e : raised)
       if (error_listener) in_user_callback(*this, [&] { error_listener(e); });
   }
 }

@@ -151,7 +151,7 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   release_pending(e, c);
 }
 
-bool Submitter::admit(DeviceCtx& d, Command& c) {
+bool Submitter::admit(const DeviceCtx& d, const Command& c) {
   // RAW producers: whoever last wrote what this command reads.
   sched::ScratchList<CommandId, 8> producers;
   for (CommandId p : c.extra_producers) producers.push_back(p);
@@ -189,7 +189,7 @@ QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
   return sched::choose_queue(views.span(), d.load, e);
 }
 
-void Submitter::collect_waits(DeviceCtx& d, const Command& c, QueueIndex q, Waits& w) {
+void Submitter::collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q, Waits& w) {
   for (const Access& a : c.accesses)
     e.hazards.collect_waits(a.rec->hazards, a.write, q, w.waits,
                             e.schedule_recorder ? &w.completed : nullptr);

@@ -45,9 +45,9 @@ struct Submitter {
     cl_event gate = nullptr;   // a timed launch's
     bool own_event = false;
   };
-  bool admit(DeviceCtx& d, Command& c);
+  bool admit(const DeviceCtx& d, const Command& c);
   QueueIndex place(DeviceCtx& d, const Command& c);
-  void collect_waits(DeviceCtx& d, const Command& c, QueueIndex q, Waits& w);
+  void collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q, Waits& w);
   bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, std::vector<cl_event>& events);
   bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events, Enqueued& done);
   void record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, const Enqueued& done, const Waits& w);
