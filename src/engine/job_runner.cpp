@@ -110,6 +110,7 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   friend class Prepared;
   void on_cancel();
   void end_cancelled();
+  std::string library_kernel_where(std::size_t kernel) const;
   void built(std::size_t program, Result<void> r);
   void run();
   Result<void> make_kernels();
@@ -222,12 +223,7 @@ Result<void> JobRun::start() {
   for (std::size_t ki = 0; ki < job_.kernels.size(); ++ki) {
     const job::Kernel& k = job_.kernels[ki];
     if (!k.library.empty()) {  // "FILE:ENTRY": built at the server's start
-      std::string where = "kernels." + k.name;
-      for (std::size_t li = 0; li < job_.launches.size(); ++li)
-        if (job_.launches[li].kernel == ki) {
-          where = "launches[" + std::to_string(li) + "].kernel";
-          break;
-        }
+      const std::string where = library_kernel_where(ki);
       if (!opts_.library)
         return job_error(where + ": " + json::quote(k.name) +
                          " names a kernel of a server's library (FILE:ENTRY, uvcl serve --kernels DIR), and there is "
@@ -500,12 +496,22 @@ void JobRun::close_turns() {
   if (t->open >= 2) uv_close(reinterpret_cast<uv_handle_t*>(&t->idle), on_close);
 }
 
+// Where a library kernel ("FILE:ENTRY") is named: its first launch.
+std::string JobRun::library_kernel_where(std::size_t kernel) const {
+  for (std::size_t li = 0; li < job_.launches.size(); ++li)
+    if (job_.launches[li].kernel == kernel) return "launches[" + std::to_string(li) + "].kernel";
+  return "kernels." + job_.kernels[kernel].name;
+}
+
 Result<void> JobRun::make_kernels() {
   for (std::size_t i = 0; i < job_.kernels.size(); ++i) {
     const job::Kernel& jk = job_.kernels[i];
     const uvcl::Program program =
         kernel_program_[i] == kNoProgram ? library_program_[i] : programs_[kernel_program_[i]];
     auto k = engine_.kernel(program, jk.entry.empty() ? jk.name : jk.entry);
+    if (!k && !jk.library.empty())
+      return job_error(library_kernel_where(i) + ": no kernel function " + json::quote(jk.entry) + " in " +
+                       jk.library + ".cl of the server's library");
     if (!k) return std::move(k).error().context("kernels." + jk.name);
     kernels_.push_back(k.value());
     auto params = engine_.kernel_params(k.value());
