@@ -553,7 +553,8 @@ class Worker:
 
 class Server:
     def __init__(self, uvcl, args, token_file, env):
-        cmd = [uvcl, "serve", "--listen", "127.0.0.1:0", "--token-file", token_file,
+        # Its jobs carry their sources: --allow-source.
+        cmd = [uvcl, "serve", "--listen", "127.0.0.1:0", "--allow-source", "--token-file", token_file,
                "--max-body", str(args.max_body), "--max-jobs", str(args.max_jobs),
                "--idle-timeout-ms", str(args.idle_timeout_ms), "--request-timeout-ms", str(args.request_timeout_ms),
                # Every client of the load runs on this machine: one address.

@@ -513,6 +513,7 @@ void App::run(http::Request& req, http::Responder r) {
     auto job = weak.lock();
     if (!job || job->answered) return;
     job->answered = true;
+    stop_timer(*job);  // cancelled now: no timeout to count later
     ++job->app->jobs_abandoned_;
     job->cancel->cancel(Error{Status::Cancelled, "the client closed its connection"});
   });

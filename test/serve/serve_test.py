@@ -229,7 +229,8 @@ def main():
     with open(token_file, "w") as f:
         f.write(TOKEN + "\n")
     os.chmod(token_file, 0o600)
-    srv = Server("--token-file", token_file, "--max-body", "1M", "--max-header", "8k", "--max-launches", "1000",
+    # Its jobs carry their sources: --allow-source (the default refuses them).
+    srv = Server("--allow-source", "--token-file", token_file, "--max-body", "1M", "--max-header", "8k", "--max-launches", "1000",
                  "--max-work-items", "1000000", "--max-jobs", "32", "--idle-timeout-ms", "700", "--request-timeout-ms", "1000")
     if not check(srv.port is not None, "server prints its port", srv.stderr()):
         return 1
@@ -482,7 +483,7 @@ def main():
     check(rc == 0 and "uvcl serve: stopped" in srv.stderr(), "SIGTERM: exit 0", f"rc={rc} {srv.stderr()[-500:]}")
 
     # --- 429 and SIGTERM with a job in flight -----------------------------------------------
-    srv = Server("--max-jobs", "1")
+    srv = Server("--allow-source", "--max-jobs", "1")
     if not check(srv.port is not None, "second server (--max-jobs 1, no token)", srv.stderr()):
         return 1
     port = srv.port
