@@ -150,6 +150,10 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   bool all_made_ = false;             // every launch and read is enqueued
   bool finished_ = false;
   bool cancelled_ = false;            // RunOptions::cancel fired: no new commands
+  // RunOptions::chunks_ahead: chunks whose marker read has not called back.
+  std::uint64_t chunks_pending_ = 0;
+  std::size_t last_launched_ = 0;  // the launch enqueued last
+  void mark_chunk();
   RunResult result_;
   EngineStats stats_before_;
   std::uint64_t t_start_ = 0, t_run_ = 0;
@@ -343,6 +347,7 @@ void JobRun::run() {
 // remain for a later turn.
 bool JobRun::end_turn(Result<bool> launched) {
   const bool more = launched && *launched;
+  if (more && opts_.chunks_ahead) mark_chunk();
   if (launched && !more && !prepared_) {
     close_turns();
     read_outputs();
@@ -353,7 +358,6 @@ bool JobRun::end_turn(Result<bool> launched) {
   auto popped = engine_.pop_error_scope([self](Result<void> r) {
     --self->scopes_pending_;
     if (!r && !self->scope_error_) self->scope_error_ = std::move(r).error();
-    if (self->turns_) uv_idle_start(&self->turns_->idle, keep_polling);  // a chunk held back may go now
     self->settle();
   });
   if (!popped) {  // no scope open: this turn's push was popped by another hand
@@ -408,6 +412,7 @@ Result<bool> JobRun::launch_chunk() {
     if (budget && n == budget) return true;  // more next turn
     if (auto res = engine_.launch(launches_[next_launch_]); !res)
       return std::move(res).error().context("launches[" + std::to_string(next_launch_) + "]");
+    last_launched_ = next_launch_;
     ++next_repeat_;
     ++result_.stats.launches;
     ++n;
@@ -455,9 +460,9 @@ void JobRun::on_turn(uv_check_t* h) {
     self->fail(Error{Status::Cancelled, "engine destroyed while the job's launches were being enqueued"});
     return;
   }
-  if (self->opts_.chunks_ahead && self->scopes_pending_ >= self->opts_.chunks_ahead) {
+  if (self->opts_.chunks_ahead && self->chunks_pending_ >= self->opts_.chunks_ahead) {
     // Enough is enqueued: let the loop sleep until a chunk completes (its
-    // scope's callback starts the idle handle again).
+    // marker's callback starts the idle handle again).
     uv_idle_stop(&t->idle);
     return;
   }
@@ -476,7 +481,7 @@ void JobRun::on_cancel() {
 // Ends a cancelled job once no build, chunk or read of it is in flight:
 // its objects are released (fail() runs cleanup) and `done` gets the reason.
 void JobRun::end_cancelled() {
-  if (finished_ || builds_pending_ > 0 || scopes_pending_ > 0 || reads_pending_ > 0) return;
+  if (finished_ || builds_pending_ > 0 || scopes_pending_ > 0 || reads_pending_ > 0 || chunks_pending_ > 0) return;
   fail(*opts_.cancel->reason());
 }
 
@@ -494,6 +499,36 @@ void JobRun::close_turns() {
   };
   if (t->open >= 1) uv_close(reinterpret_cast<uv_handle_t*>(&t->check), on_close);
   if (t->open >= 2) uv_close(reinterpret_cast<uv_handle_t*>(&t->idle), on_close);
+}
+
+// A chunk's end, for RunOptions::chunks_ahead: a read of one element of a
+// buffer the chunk's last launch writes waits for that launch (a read waits
+// for its buffer's last writer only), so unlike an error scope it does not
+// wait for other jobs' commands made before it. The launches of a chunk run
+// in order on the device's queues, so this is a close, not exact, mark of
+// the chunk being done. A launch that writes no buffer gives no mark.
+void JobRun::mark_chunk() {
+  const job::Launch& jl = job_.launches[last_launched_];
+  const auto& params = params_[jl.kernel];
+  const Arg* pick = nullptr;
+  for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+    const Arg& a = jl.args[ai];
+    if (a.kind != Arg::Kind::Buffer) continue;
+    const bool written = ai >= params.size() || (params[ai].access != ParamAccess::ReadOnly);
+    if (written) {
+      pick = &a;
+      break;
+    }
+  }
+  if (!pick) return;
+  const job::Buffer& jb = job_.buffers[pick->buffer];
+  auto self = shared_from_this();
+  auto r = engine_.read(buffers_[pick->buffer], 0, scalar_size(jb.type), [self](Result<std::span<const std::byte>>) {
+    --self->chunks_pending_;  // a failure is the job's scope's to report
+    if (self->turns_) uv_idle_start(&self->turns_->idle, keep_polling);  // a chunk held back may go now
+    if (self->cancelled_) self->end_cancelled();
+  });
+  if (r) ++chunks_pending_;
 }
 
 // Where a library kernel ("FILE:ENTRY") is named: its first launch.
