@@ -296,6 +296,7 @@ class App {
     std::shared_ptr<job::JobCancel> cancel = std::make_shared<job::JobCancel>();
     uv_timer_t* timer = nullptr;  // --job-timeout-ms; freed by its close callback
     bool answered = false;        // answered 504, or the client went away: the result is not sent
+    bool timed_out = false;       // cancelled by --job-timeout-ms (else by the client leaving)
   };
 
   void handle(http::Request req, http::Responder r);
@@ -513,8 +514,7 @@ void App::run(http::Request& req, http::Responder r) {
     auto job = weak.lock();
     if (!job || job->answered) return;
     job->answered = true;
-    stop_timer(*job);  // cancelled now: no timeout to count later
-    ++job->app->jobs_abandoned_;
+    stop_timer(*job);  // cancelled now: no timeout later
     job->cancel->cancel(Error{Status::Cancelled, "the client closed its connection"});
   });
   start_timer(j);
@@ -540,7 +540,7 @@ void App::start_timer(const std::shared_ptr<Running>& j) {
         Running& job = *static_cast<Running*>(h->data);
         App& a = *job.app;
         stop_timer(job);
-        ++a.jobs_timed_out_;
+        job.timed_out = true;
         if (!job.answered) {
           job.answered = true;
           a.answer(job.r, http::error_response(
@@ -565,7 +565,10 @@ void App::job_done(const std::shared_ptr<Running>& j, Result<job::RunResult> res
   --jobs_running_;
   stop_timer(*j);
   j->r.on_abandoned(nullptr);
-  if (result) ++jobs_succeeded_;
+  // A cancelled job is counted as such (uvcl_jobs_cancelled_total), not as
+  // failed: nothing was wrong with it.
+  if (j->cancel->cancelled()) ++(j->timed_out ? jobs_timed_out_ : jobs_abandoned_);
+  else if (result) ++jobs_succeeded_;
   else ++jobs_failed_;
   if (j->answered || !j->r.connected()) {  // answered 504, or the client left
     ++responses_dropped_;
@@ -633,7 +636,7 @@ std::string App::metrics() const {
          "uvcl_jobs_rejected_total{reason=\"busy\"} " + std::to_string(jobs_busy_) + "\n"
          "uvcl_jobs_rejected_total{reason=\"forbidden\"} " + std::to_string(jobs_forbidden_) + "\n"
          "uvcl_jobs_rejected_total{reason=\"response_too_large\"} " + std::to_string(jobs_too_large_) + "\n"
-         "# HELP uvcl_jobs_cancelled_total Jobs cancelled while running.\n"
+         "# HELP uvcl_jobs_cancelled_total Started jobs that ended cancelled.\n"
          "# TYPE uvcl_jobs_cancelled_total counter\n"
          "uvcl_jobs_cancelled_total{reason=\"timeout\"} " + std::to_string(jobs_timed_out_) + "\n"
          "uvcl_jobs_cancelled_total{reason=\"client_gone\"} " + std::to_string(jobs_abandoned_) + "\n";

@@ -473,7 +473,8 @@ def main():
     check(status == 200 and not missing, "/metrics has the counters", missing)
     check(m.get("uvcl_jobs_succeeded_total", 0) >= 14 and m.get("uvcl_jobs_failed_total", 0) >= 4
           and m.get("uvcl_jobs_started_total") == m.get("uvcl_jobs_succeeded_total", 0) +
-          m.get("uvcl_jobs_failed_total", 0) + m.get("uvcl_jobs_running", 0)
+          m.get("uvcl_jobs_failed_total", 0) + m.get("uvcl_jobs_running", 0) +
+          sum(v for k, v in m.items() if k.startswith("uvcl_jobs_cancelled_total"))
           and m.get("uvcl_launches_total", 0) >= 14 and m.get("uvcl_bytes_from_device_total", 0) >= 10 * 4096
           and m.get('uvcl_jobs_rejected_total{reason="invalid"}', 0) >= 4
           and m.get("uvcl_http_connections_active", 0) >= 1 and m.get('uvcl_http_responses_total{code="401"}', 0) >= 3,
