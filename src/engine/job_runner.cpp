@@ -523,11 +523,12 @@ void JobRun::mark_chunk() {
   if (!pick) return;
   const job::Buffer& jb = job_.buffers[pick->buffer];
   auto self = shared_from_this();
-  auto r = engine_.read(buffers_[pick->buffer], 0, scalar_size(jb.type), [self](Result<std::span<const std::byte>>) {
+  auto marked = [self](const Result<std::span<const std::byte>>&) {
     --self->chunks_pending_;  // a failure is the job's scope's to report
     if (self->turns_) uv_idle_start(&self->turns_->idle, keep_polling);  // a chunk held back may go now
     if (self->cancelled_) self->end_cancelled();
-  });
+  };
+  auto r = engine_.read(buffers_[pick->buffer], 0, scalar_size(jb.type), std::move(marked));
   if (r) ++chunks_pending_;
 }
 
