@@ -61,7 +61,7 @@ def lag_max(base):
 def one_run(binary, launches):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    srv = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--max-launches", "0",
+    srv = subprocess.Popen([binary, "serve", "--listen", f"127.0.0.1:{port}", "--allow-source", "--max-launches", "0",
                             "--request-timeout-ms", "600000"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     try:

@@ -20,6 +20,7 @@ struct Args {
   std::string config, out, schedule, trace, listen, token_file, local;
   std::optional<std::size_t> device, launch;
   bool json = false;
+  bool allow_source = false;  // uvcl serve --allow-source
   std::map<std::string, std::string> values;  // every option that takes a value, as given ("--max-jobs" -> "8")
 };
 

@@ -13,6 +13,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -22,6 +23,7 @@
 #include "cl/devices.hpp"
 #include "cli.hpp"
 #include "engine/job_runner.hpp"
+#include "engine/kernel_library.hpp"
 #include "files.hpp"
 #include "http/server.hpp"
 #include "json/job.hpp"
@@ -42,7 +44,15 @@ struct ServeOptions {
   std::uint64_t max_buffer_bytes = 256ull << 20;
   std::uint64_t max_launches = 10'000;
   std::uint64_t max_work_items = 1ull << 32;  // per launch; 0: only the 64-bit bound
+  std::string kernels_dir;    // --kernels: the server's own kernels, "FILE:ENTRY" in a launch
+  bool allow_source = false;  // --allow-source: jobs may carry kernel sources
+  std::uint64_t job_timeout_ms = 30'000;
+  std::uint64_t max_response_bytes = 64ull << 20;  // 0: no limit
 };
+
+// Chunks of launches (job::RunOptions::launches_per_turn each) a job keeps
+// enqueued ahead of the device: what a cancelled job leaves behind.
+constexpr std::uint64_t kChunksAhead = 2;
 
 Error usage_error(std::string message) { return Error{Status::InvalidArgument, std::move(message)}; }
 
@@ -113,6 +123,9 @@ Result<ServeOptions> parse_options(const Args& a) {
     o.host = host;
     o.port = static_cast<int>(*port);
   }
+  o.kernels_dir = a.values.count("--kernels") ? a.values.at("--kernels") : "";
+  if (a.values.count("--kernels") && o.kernels_dir.empty()) return usage_error("--kernels: expected a folder, got ''");
+  o.allow_source = a.allow_source;
   if (!a.token_file.empty()) {
     auto t = read_token(a.token_file);
     if (!t) return std::move(t).error();
@@ -141,6 +154,8 @@ Result<ServeOptions> parse_options(const Args& a) {
       {"--idle-timeout-ms", false, 1, kDayMs, &o.limits.idle_timeout_ms},
       {"--header-timeout-ms", false, 1, kDayMs, &o.limits.header_timeout_ms},
       {"--request-timeout-ms", false, 1, kDayMs, &o.limits.request_timeout_ms},
+      {"--job-timeout-ms", false, 1, kDayMs, &o.job_timeout_ms},
+      {"--max-response-bytes", true, 0, kAny, &o.max_response_bytes},
   };
   for (const Limit& l : limits) {
     auto it = a.values.find(l.flag);
@@ -182,6 +197,51 @@ Result<void> check_work_items(const job::Job& job, std::uint64_t limit) {
                                                 " (--max-work-items)"};
   }
   return {};
+}
+
+// The most bytes of JSON one element of type `t` prints as in an answer
+// (job::result_json: shortest round-trip form, or "nan", "-inf").
+std::uint64_t max_element_text(ScalarType t) {
+  switch (t) {
+    case ScalarType::Char: return 4;  // -128
+    case ScalarType::UChar: return 3;
+    case ScalarType::Short: return 6;
+    case ScalarType::UShort: return 5;
+    case ScalarType::Int: return 11;
+    case ScalarType::UInt: return 10;
+    case ScalarType::Long: return 20;
+    case ScalarType::ULong: return 20;
+    case ScalarType::Half:  // printed as the float it is
+    case ScalarType::Float: return 15;  // -1.17549435e-38
+    case ScalarType::Double: return 24;  // -2.2250738585072014e-308
+  }
+  return 24;
+}
+
+// Refuses a job whose answer could pass `limit` bytes (0: no limit), before
+// it runs: the outputs' elements at their longest, with separators and
+// names, plus room for the device and stats objects.
+Result<void> check_response_size(const job::Job& job, std::uint64_t limit) {
+  if (limit == 0) return {};
+  std::uint64_t total = 4096;  // {"device": {...}, "stats": {...}}
+  std::string what;
+  for (std::size_t i = 0; i < job.outputs.size(); ++i) {
+    const job::Buffer& b = job.buffers[job.outputs[i]];
+    std::uint64_t bytes = 0;
+    if (__builtin_mul_overflow(b.count, max_element_text(b.type) + 2, &bytes) ||
+        __builtin_add_overflow(total, bytes + 6 * b.name.size() + 8, &total))
+      total = UINT64_MAX;
+    if (i < 4)
+      what += (what.empty() ? "" : ", ") + b.name + ": " + std::to_string(b.count) + " " +
+              std::string(scalar_type_name(b.type));
+    else if (i == 4)
+      what += ", ...";
+  }
+  if (total <= limit) return {};
+  return Error{Status::InvalidArgument,
+               "request: outputs (" + what + "): the answer could take up to " +
+                   (total == UINT64_MAX ? std::string("more than 2^64 - 1") : std::to_string(total)) +
+                   " bytes, the limit is " + std::to_string(limit) + " (--max-response-bytes)"};
 }
 
 bool is_loopback(const std::string& host) { return host.rfind("127.", 0) == 0 || host == "::1"; }
@@ -229,9 +289,22 @@ class App {
   void finish();
 
  private:
+  // A job started by POST /v1/run, until its runner calls back.
+  struct Running {
+    App* app = nullptr;
+    http::Responder r;
+    std::shared_ptr<job::JobCancel> cancel = std::make_shared<job::JobCancel>();
+    uv_timer_t* timer = nullptr;  // --job-timeout-ms; freed by its close callback
+    bool answered = false;        // answered 504, or the client went away: the result is not sent
+    bool timed_out = false;       // cancelled by --job-timeout-ms (else by the client leaving)
+  };
+
   void handle(http::Request req, http::Responder r);
   void run(http::Request& req, http::Responder r);
-  void job_done(const http::Responder& r, Result<job::RunResult> result);
+  Result<void> check_compiler_process();
+  void start_timer(const std::shared_ptr<Running>& j);
+  static void stop_timer(Running& j);
+  void job_done(const std::shared_ptr<Running>& j, Result<job::RunResult> result);
   void answer(const http::Responder& r, http::Response resp);
   std::string devices_json() const;
   std::string metrics() const;
@@ -250,9 +323,12 @@ class App {
   bool lag_open_ = false, sigint_open_ = false, sigterm_open_ = false;
   bool stopping_ = false, server_closed_ = false, handles_closed_ = false;
   std::uint64_t jobs_started_ = 0, jobs_succeeded_ = 0, jobs_failed_ = 0;
-  std::uint64_t jobs_invalid_ = 0, jobs_busy_ = 0, responses_dropped_ = 0;
+  std::uint64_t jobs_invalid_ = 0, jobs_busy_ = 0, jobs_forbidden_ = 0, jobs_too_large_ = 0, responses_dropped_ = 0;
+  std::uint64_t jobs_timed_out_ = 0, jobs_abandoned_ = 0;
+  std::uint64_t inline_builds_at_start_ = 0;
   std::size_t jobs_running_ = 0;
   std::uint64_t last_tick_ns_ = 0, lag_last_ns_ = 0, lag_max_ns_ = 0;
+  std::unique_ptr<job::KernelLibrary> library_;  // --kernels; released before the engine (finish)
   // Last: destroyed first, while everything its callbacks touch still lives.
   std::unique_ptr<Engine> engine_;
 };
@@ -261,6 +337,16 @@ Result<void> App::start(const Config& config) {
   auto engine = Engine::create(config, loop_);
   if (!engine) return std::move(engine).error();
   engine_ = std::move(engine.value());
+  // Before listening: a library that does not build stops the start.
+  if (!opts_.kernels_dir.empty()) {
+    auto lib = job::KernelLibrary::load(*engine_, opts_.kernels_dir);
+    if (!lib) return std::move(lib).error();
+    library_ = std::move(lib.value());
+    std::string names;
+    for (const std::string& f : library_->files()) names += (names.empty() ? "" : " ") + f;
+    std::fprintf(stderr, "uvcl serve: --kernels %s: built %s\n", opts_.kernels_dir.c_str(), names.c_str());
+  }
+  if (opts_.allow_source) UVCL_TRY(check_compiler_process());
   server_.set_token(opts_.token);
   UVCL_TRY(server_.listen(opts_.host, opts_.port));
 
@@ -299,7 +385,8 @@ void App::finish() {
     server_.shutdown([this] { server_closed_ = true; });
   }
   close_handles();
-  engine_.reset();  // cancels what is left (a forced stop); closes its handles
+  library_.reset();
+  engine_.reset();  // cancels what is left; closes its handles
   uv_run(loop_, UV_RUN_DEFAULT);
 }
 
@@ -375,44 +462,154 @@ void App::run(http::Request& req, http::Responder r) {
     answer(r, http::error_response(400, status_name(e.status), e.message));
     return;
   }
+  // The kernels a server runs are the operator's (--kernels) unless it was
+  // started with --allow-source; and even then only if builds run in the
+  // compiler process, never inside this one.
+  for (const job::Kernel& k : parsed->kernels) {
+    if (!k.library.empty()) continue;
+    std::string why;
+    if (!opts_.allow_source)
+      why = "request: kernels." + k.name +
+            ": this server does not build kernels sent to it (it was started without --allow-source); name a "
+            "kernel of its library as \"FILE:ENTRY\" in the launch" +
+            (library_ ? std::string() : std::string(" (this server has none: --kernels DIR)"));
+    else if (engine_->stats().inline_builds != inline_builds_at_start_)
+      why = "request: kernels." + k.name +
+            ": the compiler process is unavailable and a build would run inside the server process; sources are "
+            "refused";
+    if (why.empty()) continue;
+    ++jobs_forbidden_;
+    answer(r, http::error_response(403, "Forbidden", why));
+    return;
+  }
+  if (auto sized = check_response_size(parsed.value(), opts_.max_response_bytes); !sized) {
+    ++jobs_too_large_;
+    answer(r, http::error_response(413, "ResponseTooLarge", sized.error().message));
+    return;
+  }
   job::RunOptions options;
   options.allow_files = false;
   options.untrusted_kernels = true;
   options.base_dir.clear();
   options.max_buffer_bytes = opts_.max_buffer_bytes;
   options.max_launches = opts_.max_launches;
+  options.library = library_.get();
+  options.allow_sources = opts_.allow_source;
+  options.chunks_ahead = kChunksAhead;
+  auto j = std::make_shared<Running>();
+  j->app = this;
+  j->r = r;
+  options.cancel = j->cancel;
   ++jobs_running_;
   ++jobs_started_;
   // Counted like the runner's own limits (--max-launches): started, failed.
   if (auto sized = check_work_items(parsed.value(), opts_.max_work_items); !sized) {
-    job_done(r, std::move(sized).error());
+    job_done(j, std::move(sized).error());
     return;
   }
+  // A client that goes away cancels its job: no more launches are enqueued,
+  // the job's objects are released once what is on the device is done.
+  std::weak_ptr<Running> weak = j;
+  r.on_abandoned([weak] {
+    auto job = weak.lock();
+    if (!job || job->answered) return;
+    job->answered = true;
+    stop_timer(*job);  // cancelled now: no timeout later
+    job->cancel->cancel(Error{Status::Cancelled, "the client closed its connection"});
+  });
+  start_timer(j);
   // The callback may run before run_job returns, or long after the client
   // went away: it only counts and hands the answer to the Responder, which
   // does nothing once its connection closed.
   auto started = job::run_job(*engine_, std::move(parsed.value()), std::move(options),
-                              [this, r](Result<job::RunResult> result) { job_done(r, std::move(result)); });
-  if (!started) job_done(r, std::move(started).error());
+                              [this, j](Result<job::RunResult> result) { job_done(j, std::move(result)); });
+  if (!started) job_done(j, std::move(started).error());
 }
 
-void App::job_done(const http::Responder& r, Result<job::RunResult> result) {
+// --job-timeout-ms: answers 504 at once and cancels the job; its slot
+// (--max-jobs) stays taken until the runner calls back, after the work
+// already on the device.
+void App::start_timer(const std::shared_ptr<Running>& j) {
+  auto* t = new uv_timer_t;
+  uv_timer_init(loop_, t);
+  t->data = j.get();
+  j->timer = t;
+  uv_timer_start(
+      t,
+      [](uv_timer_t* h) {
+        Running& job = *static_cast<Running*>(h->data);
+        App& a = *job.app;
+        stop_timer(job);
+        job.timed_out = true;
+        if (!job.answered) {
+          job.answered = true;
+          a.answer(job.r, http::error_response(
+                              504, "JobTimeout",
+                              "the job did not finish within " + std::to_string(a.opts_.job_timeout_ms) +
+                                  " ms (--job-timeout-ms); its launches not yet enqueued were cancelled"));
+        }
+        // May call job_done at once (nothing in flight): `job` is held by
+        // the runner's callback until then, not after.
+        job.cancel->cancel(Error{Status::Cancelled, "the job timed out"});
+      },
+      opts_.job_timeout_ms, 0);
+}
+
+void App::stop_timer(Running& j) {
+  if (!j.timer) return;
+  uv_close(reinterpret_cast<uv_handle_t*>(j.timer), [](uv_handle_t* h) { delete reinterpret_cast<uv_timer_t*>(h); });
+  j.timer = nullptr;
+}
+
+void App::job_done(const std::shared_ptr<Running>& j, Result<job::RunResult> result) {
   --jobs_running_;
-  if (result) {
-    ++jobs_succeeded_;
-    if (engine_ && r.connected()) {  // engine_ is null while it is being destroyed
+  stop_timer(*j);
+  j->r.on_abandoned(nullptr);
+  // A cancelled job is counted as such (uvcl_jobs_cancelled_total), not as
+  // failed: nothing was wrong with it.
+  if (j->cancel->cancelled()) ++(j->timed_out ? jobs_timed_out_ : jobs_abandoned_);
+  else if (result) ++jobs_succeeded_;
+  else ++jobs_failed_;
+  if (j->answered || !j->r.connected()) {  // answered 504, or the client left
+    ++responses_dropped_;
+  } else if (result) {
+    if (engine_) {  // null while it is being destroyed
       http::Response resp;
       resp.body = job::result_json(*engine_, result.value()) + "\n";
-      r.send(std::move(resp));
-    } else {
-      ++responses_dropped_;
+      j->r.send(std::move(resp));
     }
   } else {
-    ++jobs_failed_;
     const Error& e = result.error();
-    answer(r, http::error_response(status_for_run_error(e.status), status_name(e.status), e.message));
+    answer(j->r, http::error_response(status_for_run_error(e.status), status_name(e.status), e.message));
   }
   maybe_stopped();
+}
+
+// With --allow-source, a network source must be built in a compiler
+// process: on PoCL an inline build runs the compiler inside this process.
+// opencl.compile "inline" is refused, and so is an engine that fell back to
+// building inline (no uvcl-compiler to start): a probe build per device,
+// which no cache can answer, must have run in a process.
+Result<void> App::check_compiler_process() {
+  if (engine_->config().compile == CompileMode::Inline)
+    return usage_error("--allow-source: opencl.compile is \"inline\": network sources would be built inside the "
+                       "server process; use \"process\" (the default)");
+  const EngineStats before = engine_->stats();
+  const std::string probe = "// uvcl serve start-up probe " + std::to_string(uv_hrtime()) + " " +
+                            std::to_string(::getpid()) + "\nkernel void uvcl_probe(global int* p) { p[0] = 1; }\n";
+  for (std::size_t d = 0; d < engine_->device_count(); ++d) {
+    auto p = engine_->compile_sync(d, probe);
+    if (!p) return std::move(p).error().context("--allow-source: probe build on device " + std::to_string(d));
+    (void)engine_->release(p.value());
+  }
+  const EngineStats after = engine_->stats();
+  inline_builds_at_start_ = after.inline_builds;
+  if (after.inline_builds != before.inline_builds)
+    return Error{Status::Initialization,
+                 "--allow-source: builds run inside the server process (the uvcl-compiler program cannot be "
+                 "started; UVCL_DEBUG_BACKENDS=1 or opencl.debug_backends says why): network sources would be "
+                 "compiled and, on a CPU device, run in it unguarded by a process boundary for the compiler"};
+  return {};
 }
 
 std::string App::devices_json() const {
@@ -436,7 +633,13 @@ std::string App::metrics() const {
   out += "# HELP uvcl_jobs_rejected_total Jobs refused before they started.\n"
          "# TYPE uvcl_jobs_rejected_total counter\n"
          "uvcl_jobs_rejected_total{reason=\"invalid\"} " + std::to_string(jobs_invalid_) + "\n"
-         "uvcl_jobs_rejected_total{reason=\"busy\"} " + std::to_string(jobs_busy_) + "\n";
+         "uvcl_jobs_rejected_total{reason=\"busy\"} " + std::to_string(jobs_busy_) + "\n"
+         "uvcl_jobs_rejected_total{reason=\"forbidden\"} " + std::to_string(jobs_forbidden_) + "\n"
+         "uvcl_jobs_rejected_total{reason=\"response_too_large\"} " + std::to_string(jobs_too_large_) + "\n"
+         "# HELP uvcl_jobs_cancelled_total Started jobs that ended cancelled.\n"
+         "# TYPE uvcl_jobs_cancelled_total counter\n"
+         "uvcl_jobs_cancelled_total{reason=\"timeout\"} " + std::to_string(jobs_timed_out_) + "\n"
+         "uvcl_jobs_cancelled_total{reason=\"client_gone\"} " + std::to_string(jobs_abandoned_) + "\n";
   metric(out, "uvcl_devices", "gauge", "OpenCL devices the engine drives.",
          static_cast<std::uint64_t>(engine_->device_count()));
   metric(out, "uvcl_launches_total", "counter", "Kernel launches submitted by the engine.", s.launches);
@@ -497,12 +700,14 @@ void App::on_signal(uv_signal_t* s, int signum) {
     a.begin_stop();
     return;
   }
-  // A second signal: stop now. Answers still owed are dropped; finish()
-  // destroys the engine, which cancels what has not run.
-  std::fprintf(stderr, "uvcl serve: stopping now, abandoning %zu job(s)\n", a.jobs_running_);
-  a.server_.force();
-  a.close_handles();
-  uv_stop(a.loop_);
+  // A second signal: exit now, with 128 + the signal's number. Nothing is
+  // waited for: destroying the engine would wait for the kernels on the
+  // devices (OpenCL cannot stop one), which is what a second signal is
+  // meant to cut short. The process's end closes sockets and frees the rest.
+  std::fprintf(stderr, "uvcl serve: %s again: exiting now, abandoning %zu job(s)\n",
+               signum == SIGINT ? "SIGINT" : "SIGTERM", a.jobs_running_);
+  std::fflush(stderr);
+  std::_Exit(128 + signum);
 }
 
 void App::begin_stop() {

@@ -20,7 +20,8 @@ constexpr const char* kUsage =
     "       uvcl serve [--listen HOST:PORT] [--token-file FILE] [--config FILE] [--max-body BYTES]\n"
     "                  [--max-header BYTES] [--max-buffer-bytes BYTES] [--max-launches N] [--max-work-items N]\n"
     "                  [--max-jobs N] [--max-connections N] [--max-connections-per-client N]\n"
-    "                  [--idle-timeout-ms MS] [--header-timeout-ms MS] [--request-timeout-ms MS]\n";
+    "                  [--idle-timeout-ms MS] [--header-timeout-ms MS] [--request-timeout-ms MS]\n"
+    "                  [--kernels DIR] [--allow-source] [--job-timeout-ms MS] [--max-response-bytes BYTES]\n";
 
 struct Command {
   const char* name;
@@ -34,9 +35,10 @@ constexpr Command kCommands[] = {
     {"devices", uvcl::cli::cmd_devices, " --json ", " --config ", 0},
     {"run", uvcl::cli::cmd_run, " ", " --config --device --out --schedule --trace ", 1},
     {"tune", uvcl::cli::cmd_tune, " ", " --config --device --launch --local --reps --warmup ", 1},
-    {"serve", uvcl::cli::cmd_serve, " ",
+    {"serve", uvcl::cli::cmd_serve, " --allow-source ",
      " --listen --token-file --config --max-body --max-header --max-buffer-bytes --max-launches --max-work-items --max-jobs"
-     " --max-connections --max-connections-per-client --idle-timeout-ms --header-timeout-ms --request-timeout-ms ",
+     " --max-connections --max-connections-per-client --idle-timeout-ms --header-timeout-ms --request-timeout-ms"
+     " --kernels --job-timeout-ms --max-response-bytes ",
      0},
 };
 
@@ -60,6 +62,7 @@ std::optional<std::string> parse(int argc, char** argv, const Command& c, Args& 
     if (arg.size() > 1 && arg[0] == '-') {
       if (listed(c.flags, arg)) {
         if (arg == "--json") a.json = true;
+        if (arg == "--allow-source") a.allow_source = true;
         continue;
       }
       if (!listed(c.options, arg)) return "unknown option '" + arg + "' for " + c.name;

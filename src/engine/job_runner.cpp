@@ -16,6 +16,7 @@
 #include "cl/devices.hpp"
 #include "engine/disk_pool.hpp"
 #include "engine/engine_impl.hpp"
+#include "engine/kernel_library.hpp"
 #include "files.hpp"
 #include "json/json_util.hpp"
 #include "json/safetensors.hpp"
@@ -25,7 +26,11 @@ namespace uvcl::job {
 
 namespace {
 
+constexpr std::size_t kNoProgram = SIZE_MAX;
+
 Error job_error(std::string message) { return Error{Status::InvalidJob, std::move(message)}; }
+
+void keep_polling(uv_idle_t*) {}  // an active idle handle keeps the loop's poll from blocking
 
 std::string join_path(const std::string& dir, const std::string& file) {
   if (file.empty() || file[0] == '/' || dir.empty()) return file;
@@ -103,6 +108,9 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
 
  private:
   friend class Prepared;
+  void on_cancel();
+  void end_cancelled();
+  std::string library_kernel_where(std::size_t kernel) const;
   void built(std::size_t program, Result<void> r);
   void run();
   Result<void> make_kernels();
@@ -129,7 +137,8 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   std::vector<uvcl::Launch> launches_;  // built and checked by enqueue_launches
   std::size_t device_ = 0;
   std::vector<uvcl::Program> programs_;           // distinct (source, options)
-  std::vector<std::size_t> kernel_program_;  // job kernel -> programs_ index
+  std::vector<std::size_t> kernel_program_;  // job kernel -> programs_ index; kNoProgram: a library kernel
+  std::vector<uvcl::Program> library_program_;  // job kernel -> the library's program (library kernels)
   std::vector<uvcl::Kernel> kernels_;
   std::vector<std::vector<KernelParam>> params_;
   std::vector<uvcl::Buffer> buffers_;
@@ -140,6 +149,11 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   std::optional<Error> scope_error_;  // the first failure in the job's scopes
   bool all_made_ = false;             // every launch and read is enqueued
   bool finished_ = false;
+  bool cancelled_ = false;            // RunOptions::cancel fired: no new commands
+  // RunOptions::chunks_ahead: chunks whose marker read has not called back.
+  std::uint64_t chunks_pending_ = 0;
+  std::size_t last_launched_ = 0;  // the launch enqueued last
+  void mark_chunk();
   RunResult result_;
   EngineStats stats_before_;
   std::uint64_t t_start_ = 0, t_run_ = 0;
@@ -190,6 +204,13 @@ Result<void> JobRun::start() {
         __builtin_add_overflow(total_bytes, bytes, &total_bytes))
       return job_error("buffers." + b.name + ": the job's buffers, counted up to this one, pass 2^64 - 1 bytes");
   }
+  if (opts_.cancel) {
+    if (opts_.cancel->cancelled()) return *opts_.cancel->reason();
+    std::weak_ptr<JobRun> weak = weak_from_this();
+    opts_.cancel->set_hook([weak] {
+      if (auto self = weak.lock()) self->on_cancel();
+    });
+  }
   if (opts_.max_buffer_bytes && total_bytes > opts_.max_buffer_bytes)
     return job_error("buffers: " + std::to_string(total_bytes) + " bytes, the limit is " +
                      std::to_string(opts_.max_buffer_bytes));
@@ -203,7 +224,25 @@ Result<void> JobRun::start() {
   using BuildKey = std::tuple<std::string, std::string, bool>;
   std::map<BuildKey, std::size_t> seen;
   std::vector<BuildKey> sources;
-  for (const job::Kernel& k : job_.kernels) {
+  for (std::size_t ki = 0; ki < job_.kernels.size(); ++ki) {
+    const job::Kernel& k = job_.kernels[ki];
+    if (!k.library.empty()) {  // "FILE:ENTRY": built at the server's start
+      const std::string where = library_kernel_where(ki);
+      if (!opts_.library)
+        return job_error(where + ": " + json::quote(k.name) +
+                         " names a kernel of a server's library (FILE:ENTRY, uvcl serve --kernels DIR), and there is "
+                         "none here");
+      auto p = opts_.library->program(k.library, device_);
+      if (!p) return std::move(p).error().context(where);
+      library_program_.push_back(p.value());
+      kernel_program_.push_back(kNoProgram);
+      continue;
+    }
+    library_program_.emplace_back();
+    if (!opts_.allow_sources)
+      return job_error("kernels." + k.name +
+                       ": this server runs only its own kernels (launches name them FILE:ENTRY); it was started "
+                       "without --allow-source");
     std::string source = k.source;
     if (!k.file.empty()) {
       if (!opts_.allow_files) return job_error("kernels." + k.name + ".file: files are not allowed here");
@@ -256,6 +295,10 @@ Result<void> JobRun::start() {
 
 void JobRun::built(std::size_t program, Result<void> r) {
   --builds_pending_;
+  if (cancelled_) {
+    end_cancelled();
+    return;
+  }
   if (!r && !error_) {
     Error e = std::move(r).error();
     if (opts_.untrusted_kernels) e.message = scrub_paths(e.message);  // the log names the server's files
@@ -304,6 +347,7 @@ void JobRun::run() {
 // remain for a later turn.
 bool JobRun::end_turn(Result<bool> launched) {
   const bool more = launched && *launched;
+  if (more && opts_.chunks_ahead) mark_chunk();
   if (launched && !more && !prepared_) {
     close_turns();
     read_outputs();
@@ -337,6 +381,10 @@ bool JobRun::end_turn(Result<bool> launched) {
 // fails it); without, every scope's callback has run (the first failure in
 // them fails it).
 void JobRun::settle() {
+  if (cancelled_) {
+    end_cancelled();
+    return;
+  }
   if (finished_ || !all_made_) return;
   const bool by_reads = !job_.outputs.empty();
   if (by_reads ? reads_pending_ > 0 : scopes_pending_ > 0) return;
@@ -364,6 +412,7 @@ Result<bool> JobRun::launch_chunk() {
     if (budget && n == budget) return true;  // more next turn
     if (auto res = engine_.launch(launches_[next_launch_]); !res)
       return std::move(res).error().context("launches[" + std::to_string(next_launch_) + "]");
+    last_launched_ = next_launch_;
     ++next_repeat_;
     ++result_.stats.launches;
     ++n;
@@ -397,7 +446,7 @@ void JobRun::open_turns() {
   ++EngineAccess::impl(engine_).loop_holds;
   t->holds = true;
   uv_check_start(&t->check, on_turn);
-  uv_idle_start(&t->idle, [](uv_idle_t*) {});  // only keeps the poll from blocking
+  uv_idle_start(&t->idle, keep_polling);
 }
 
 void JobRun::on_turn(uv_check_t* h) {
@@ -411,8 +460,29 @@ void JobRun::on_turn(uv_check_t* h) {
     self->fail(Error{Status::Cancelled, "engine destroyed while the job's launches were being enqueued"});
     return;
   }
+  if (self->opts_.chunks_ahead && self->chunks_pending_ >= self->opts_.chunks_ahead) {
+    // Enough is enqueued: let the loop sleep until a chunk completes (its
+    // marker's callback starts the idle handle again).
+    uv_idle_stop(&t->idle);
+    return;
+  }
   self->engine_.push_error_scope();
   self->end_turn(self->launch_chunk());
+}
+
+// No new command from here on; the job ends once what it made is done.
+void JobRun::on_cancel() {
+  if (finished_ || prepared_) return;
+  cancelled_ = true;
+  close_turns();
+  end_cancelled();
+}
+
+// Ends a cancelled job once no build, chunk or read of it is in flight:
+// its objects are released (fail() runs cleanup) and `done` gets the reason.
+void JobRun::end_cancelled() {
+  if (finished_ || builds_pending_ > 0 || scopes_pending_ > 0 || reads_pending_ > 0 || chunks_pending_ > 0) return;
+  fail(*opts_.cancel->reason());
 }
 
 void JobRun::close_turns() {
@@ -431,10 +501,53 @@ void JobRun::close_turns() {
   if (t->open >= 2) uv_close(reinterpret_cast<uv_handle_t*>(&t->idle), on_close);
 }
 
+// A chunk's end, for RunOptions::chunks_ahead: a read of one element of a
+// buffer the chunk's last launch writes waits for that launch (a read waits
+// for its buffer's last writer only), so unlike an error scope it does not
+// wait for other jobs' commands made before it. The launches of a chunk run
+// in order on the device's queues, so this is a close, not exact, mark of
+// the chunk being done. A launch that writes no buffer gives no mark.
+void JobRun::mark_chunk() {
+  const job::Launch& jl = job_.launches[last_launched_];
+  const auto& params = params_[jl.kernel];
+  const Arg* pick = nullptr;
+  for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+    const Arg& a = jl.args[ai];
+    if (a.kind != Arg::Kind::Buffer) continue;
+    const bool written = ai >= params.size() || (params[ai].access != ParamAccess::ReadOnly);
+    if (written) {
+      pick = &a;
+      break;
+    }
+  }
+  if (!pick) return;
+  const job::Buffer& jb = job_.buffers[pick->buffer];
+  auto self = shared_from_this();
+  auto marked = [self](const Result<std::span<const std::byte>>&) {
+    --self->chunks_pending_;  // a failure is the job's scope's to report
+    if (self->turns_) uv_idle_start(&self->turns_->idle, keep_polling);  // a chunk held back may go now
+    if (self->cancelled_) self->end_cancelled();
+  };
+  auto r = engine_.read(buffers_[pick->buffer], 0, scalar_size(jb.type), std::move(marked));
+  if (r) ++chunks_pending_;
+}
+
+// Where a library kernel ("FILE:ENTRY") is named: its first launch.
+std::string JobRun::library_kernel_where(std::size_t kernel) const {
+  for (std::size_t li = 0; li < job_.launches.size(); ++li)
+    if (job_.launches[li].kernel == kernel) return "launches[" + std::to_string(li) + "].kernel";
+  return "kernels." + job_.kernels[kernel].name;
+}
+
 Result<void> JobRun::make_kernels() {
   for (std::size_t i = 0; i < job_.kernels.size(); ++i) {
     const job::Kernel& jk = job_.kernels[i];
-    auto k = engine_.kernel(programs_[kernel_program_[i]], jk.entry.empty() ? jk.name : jk.entry);
+    const uvcl::Program program =
+        kernel_program_[i] == kNoProgram ? library_program_[i] : programs_[kernel_program_[i]];
+    auto k = engine_.kernel(program, jk.entry.empty() ? jk.name : jk.entry);
+    if (!k && !jk.library.empty())
+      return job_error(library_kernel_where(i) + ": no kernel function " + json::quote(jk.entry) + " in " +
+                       jk.library + ".cl of the server's library");
     if (!k) return std::move(k).error().context("kernels." + jk.name);
     kernels_.push_back(k.value());
     auto params = engine_.kernel_params(k.value());
@@ -749,6 +862,12 @@ const char* npy_descr(ScalarType t) {
 }
 
 }  // namespace
+
+void JobCancel::cancel(Error reason) {
+  if (reason_) return;
+  reason_ = std::move(reason);
+  if (auto hook = std::move(hook_)) hook();
+}
 
 Result<void> run_job(Engine& engine, Job job, RunOptions options, RunCallback done) {
   auto run = std::make_shared<JobRun>(engine, std::move(job), std::move(options), std::move(done));

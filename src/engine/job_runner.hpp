@@ -21,6 +21,32 @@
 
 namespace uvcl::job {
 
+class KernelLibrary;  // kernel_library.hpp
+
+// Stops a running job from outside (uvcl serve: --job-timeout-ms, a client
+// that went away). Give one to run_job in RunOptions::cancel; cancel() may
+// be called from the loop at any time, before the job ends or after (then
+// it does nothing).
+//
+// A cancelled job makes no new command: no launch after a build still
+// running, no further chunk of launches, no read. What it already enqueued
+// cannot be taken back (OpenCL can neither remove a command from a queue
+// nor stop a running kernel): the job waits for it, then releases its
+// buffers, kernels and programs and calls `done` with the reason given here.
+// RunOptions::chunks_ahead bounds that tail.
+class JobCancel {
+ public:
+  void cancel(Error reason);
+  bool cancelled() const { return reason_.has_value(); }
+  const std::optional<Error>& reason() const { return reason_; }
+  // For the job runner: what cancel() calls, once.
+  void set_hook(std::function<void()> hook) { hook_ = std::move(hook); }
+
+ private:
+  std::optional<Error> reason_;
+  std::function<void()> hook_;
+};
+
 struct RunOptions {
   std::optional<std::size_t> device;  // overrides the job's "device"
   std::string base_dir = ".";          // "file" keys resolve against it
@@ -36,6 +62,19 @@ struct RunOptions {
   // uv_check handle on the engine's loop, so other handles (a server's
   // clients, timers) run between the chunks. 0: all in one go.
   std::uint64_t launches_per_turn = 256;
+  // Chunks of launches enqueued and not yet complete, at most; the next
+  // chunk waits for the oldest to complete. 0: no bound (every chunk is
+  // enqueued on the next loop iteration, whatever the device's pace). With
+  // a bound, a cancelled job leaves at most chunks_ahead * launches_per_turn
+  // launches behind it on the device.
+  std::uint64_t chunks_ahead = 0;
+  // The server's kernels ("FILE:ENTRY" in a launch); null: a job naming one
+  // is an InvalidJob error.
+  const KernelLibrary* library = nullptr;
+  // false: a job carrying its own kernels (source or file) is an InvalidJob
+  // error (uvcl serve without --allow-source).
+  bool allow_sources = true;
+  std::shared_ptr<JobCancel> cancel;
 };
 
 struct Output {

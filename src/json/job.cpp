@@ -144,7 +144,7 @@ class JobParser {
   JobParser(Reader& r, const ParseOptions& options) : r_(r), options_(options) {}
 
   Result<Job> parse(od::object& root) {
-    bool has_buffers = false, has_kernels = false, has_launches = false;
+    bool has_buffers = false, has_launches = false;  // "kernels" is optional: library kernels only
     auto field = [&](std::string_view key, od::value& v, const Path& p) -> Result<void> {
       if (key == "device") {
         std::uint64_t d = 0;
@@ -156,10 +156,7 @@ class JobParser {
         has_buffers = true;
         return buffers(v, p);
       }
-      if (key == "kernels") {
-        has_kernels = true;
-        return kernels(v, p);
-      }
+      if (key == "kernels") return kernels(v, p);
       if (key == "launches") {
         has_launches = true;
         return launches(v, p);
@@ -168,7 +165,6 @@ class JobParser {
     };
     UVCL_TRY(r_.fields(root, Path(), {"device", "buffers", "kernels", "launches", "outputs"}, field));
     if (!has_buffers) return r_.fail(Path(), "missing required key \"buffers\"");
-    if (!has_kernels) return r_.fail(Path(), "missing required key \"kernels\"");
     if (!has_launches) return r_.fail(Path(), "missing required key \"launches\"");
     UVCL_TRY(resolve());
     return std::move(job_);
@@ -315,6 +311,9 @@ class JobParser {
     UVCL_TRY(r_.get_object(v, at, obj, "an object of kernels by name"));
     auto field = [&](std::string_view name, od::value& k, const Path& p) -> Result<void> {
       if (name.empty()) return r_.fail(p, "empty name");
+      if (name.find(':') != std::string_view::npos)
+        return r_.fail(p, "a kernel name may not contain ':' (a launch's \"FILE:ENTRY\" names a kernel of the "
+                          "server's library)");
       UVCL_TRY(kernel(name, k, p));
       kernel_index_.emplace(std::string(name), job_.kernels.size() - 1);
       return {};
@@ -481,7 +480,21 @@ class JobParser {
     for (std::size_t i = 0; i < launch_kernels_.size(); ++i) {
       const Ref& ref = launch_kernels_[i];
       auto it = kernel_index_.find(ref.name);
-      if (it == kernel_index_.end()) return r_.fail(ref.path, "unknown kernel " + json::quote(ref.name));
+      if (it == kernel_index_.end()) {
+        const std::size_t colon = ref.name.find(':');
+        if (colon == std::string::npos) return r_.fail(ref.path, "unknown kernel " + json::quote(ref.name));
+        // "FILE:ENTRY": a kernel of the server's library, one job kernel per
+        // distinct name; whether it exists is the runner's to say.
+        Kernel k;
+        k.name = ref.name;
+        k.library = ref.name.substr(0, colon);
+        k.entry = ref.name.substr(colon + 1);
+        if (k.library.empty() || k.entry.empty() || k.entry.find(':') != std::string::npos)
+          return r_.fail(ref.path, "expected a kernel name, or FILE:ENTRY for a kernel of the server's library, got " +
+                                       json::quote(ref.name));
+        job_.kernels.push_back(std::move(k));
+        it = kernel_index_.emplace(ref.name, job_.kernels.size() - 1).first;
+      }
       job_.launches[i].kernel = it->second;
     }
     for (const ArgRef& a : arg_buffers_) {

@@ -37,6 +37,11 @@ struct Buffer {
 
 struct Kernel {
   std::string name;
+  // A kernel of the server's library (uvcl serve --kernels DIR), named
+  // "FILE:ENTRY" by a launch and not defined in "kernels": FILE, the .cl
+  // file's name without the extension (entry holds ENTRY). Empty: the job's
+  // own kernel, built from source or file.
+  std::string library;
   std::string source;  // inline source, or empty when `file` is set
   std::string file;    // as written in the job
   std::string entry;   // defaults to name

@@ -220,6 +220,32 @@ TEST(Job, EmptySectionsAreValid) {
   EXPECT_TRUE(r->buffers.empty());
 }
 
+TEST(Job, LibraryKernelsAreNamedFileColonEntry) {
+  // "kernels" may be left out; each distinct FILE:ENTRY is one job kernel,
+  // after the job's own, with library = FILE and entry = ENTRY.
+  auto r = parse(R"({"buffers": {"a": {"type": "float", "count": 4}},
+    "launches": [{"kernel": "blas:saxpy", "args": ["a"], "global": [4]},
+                 {"kernel": "blas:scale", "args": ["a"], "global": [4]},
+                 {"kernel": "blas:saxpy", "args": ["a"], "global": [4]}]})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_EQ(r->kernels.size(), 2u);
+  EXPECT_EQ(r->kernels[0].name, "blas:saxpy");
+  EXPECT_EQ(r->kernels[0].library, "blas");
+  EXPECT_EQ(r->kernels[0].entry, "saxpy");
+  EXPECT_TRUE(r->kernels[0].source.empty());
+  EXPECT_EQ(r->kernels[1].entry, "scale");
+  EXPECT_EQ(r->launches[0].kernel, 0u);
+  EXPECT_EQ(r->launches[1].kernel, 1u);
+  EXPECT_EQ(r->launches[2].kernel, 0u);
+  // A job's own kernel keeps its plain name; library kernels come after it.
+  auto mixed = parse(with_launch(R"({"kernel": "k", "args": ["a"], "global": [4]},
+                                    {"kernel": "lib:k", "args": ["a"], "global": [4]})"));
+  ASSERT_TRUE(mixed.ok()) << mixed.error().message;
+  ASSERT_EQ(mixed->kernels.size(), 2u);
+  EXPECT_TRUE(mixed->kernels[0].library.empty());
+  EXPECT_EQ(mixed->kernels[1].library, "lib");
+}
+
 TEST(Job, KeyOrderDoesNotMatter) {
   // Launches and outputs before what they name; init before type and count.
   auto r = parse(R"({
@@ -350,7 +376,6 @@ TEST(Job, EveryErrorKindNamesItsPath) {
       // top level
       {"not an object", "[]", "expected a JSON object at the top level, got an array"},
       {"missing buffers", R"({"kernels": {}, "launches": []})", R"(missing required key "buffers")"},
-      {"missing kernels", R"({"buffers": {}, "launches": []})", R"(missing required key "kernels")"},
       {"missing launches", R"({"buffers": {}, "kernels": {}})", R"(missing required key "launches")"},
       {"unknown top key", R"({"buffers": {}, "kernels": {}, "launches": [], "outputz": []})",
        "outputz: unknown key (expected one of: device, buffers, kernels, launches, outputs)"},
@@ -430,6 +455,8 @@ TEST(Job, EveryErrorKindNamesItsPath) {
        "kernels.k.build_options: expected a string, got false"},
       {"duplicate kernel", with_kernels(R"("k": {"source": "s"}, "k": {"source": "t"})"),
        "kernels.k: duplicate key"},
+      {"kernel name with a colon", with_kernels(R"("a:b": {"source": "s"})"),
+       R"(kernels["a:b"]: a kernel name may not contain ':' (a launch's "FILE:ENTRY" names a kernel of the server's library))"},
       // launches
       {"launch not object", with_launch("1"), "launches[0]: expected a launch object, got 1"},
       {"launch missing kernel", with_launch(R"({"args": [], "global": [1]})"),
@@ -440,6 +467,12 @@ TEST(Job, EveryErrorKindNamesItsPath) {
        R"(launches[0]: missing required key "global")"},
       {"unknown kernel", with_launch(R"({"kernel": "kk", "args": [], "global": [1]})"),
        R"(launches[0].kernel: unknown kernel "kk")"},
+      {"library kernel without entry", with_launch(R"({"kernel": "lib:", "args": [], "global": [1]})"),
+       R"(launches[0].kernel: expected a kernel name, or FILE:ENTRY for a kernel of the server's library, got "lib:")"},
+      {"library kernel without file", with_launch(R"({"kernel": ":k", "args": [], "global": [1]})"),
+       R"(launches[0].kernel: expected a kernel name, or FILE:ENTRY for a kernel of the server's library, got ":k")"},
+      {"library kernel with two colons", with_launch(R"({"kernel": "a:b:c", "args": [], "global": [1]})"),
+       R"(launches[0].kernel: expected a kernel name, or FILE:ENTRY for a kernel of the server's library, got "a:b:c")"},
       {"launch unknown key", with_launch(R"({"kernel": "k", "args": [], "global": [1], "grid": [1]})"),
        "launches[0].grid: unknown key (expected one of: kernel, args, global, local, repeat)"},
       {"global empty", with_launch(R"({"kernel": "k", "args": [], "global": []})"),

@@ -189,7 +189,7 @@ def connections():
     with open(token_file, "w") as f:
         f.write(TOKEN + "\n")
     os.chmod(token_file, 0o600)
-    srv = Server("--token-file", token_file, "--max-connections-per-client", "3", "--header-timeout-ms", "1000",
+    srv = Server("--allow-source", "--token-file", token_file, "--max-connections-per-client", "3", "--header-timeout-ms", "1000",
                  "--request-timeout-ms", "20000", "--idle-timeout-ms", "20000")
     if not check(srv.port is not None, "server with --max-connections-per-client 3", srv.stderr()):
         return
@@ -265,7 +265,7 @@ def main():
     # A server per part, so that a failure (a crash) in one leaves the others
     # to report. These run without a token: request() sends one, ignored.
     for part in (kernels_and_limits, sources, strict_http):
-        srv = Server("--max-body", "32M", "--max-launches", "1000", "--max-jobs", "8")
+        srv = Server("--allow-source", "--max-body", "32M", "--max-launches", "1000", "--max-jobs", "8")
         if not check(srv.port is not None, f"server starts ({part.__name__})", srv.stderr()):
             return 1
         part(srv)

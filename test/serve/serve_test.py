@@ -229,7 +229,8 @@ def main():
     with open(token_file, "w") as f:
         f.write(TOKEN + "\n")
     os.chmod(token_file, 0o600)
-    srv = Server("--token-file", token_file, "--max-body", "1M", "--max-header", "8k", "--max-launches", "1000",
+    # Its jobs carry their sources: --allow-source (the default refuses them).
+    srv = Server("--allow-source", "--token-file", token_file, "--max-body", "1M", "--max-header", "8k", "--max-launches", "1000",
                  "--max-work-items", "1000000", "--max-jobs", "32", "--idle-timeout-ms", "700", "--request-timeout-ms", "1000")
     if not check(srv.port is not None, "server prints its port", srv.stderr()):
         return 1
@@ -472,7 +473,8 @@ def main():
     check(status == 200 and not missing, "/metrics has the counters", missing)
     check(m.get("uvcl_jobs_succeeded_total", 0) >= 14 and m.get("uvcl_jobs_failed_total", 0) >= 4
           and m.get("uvcl_jobs_started_total") == m.get("uvcl_jobs_succeeded_total", 0) +
-          m.get("uvcl_jobs_failed_total", 0) + m.get("uvcl_jobs_running", 0)
+          m.get("uvcl_jobs_failed_total", 0) + m.get("uvcl_jobs_running", 0) +
+          sum(v for k, v in m.items() if k.startswith("uvcl_jobs_cancelled_total"))
           and m.get("uvcl_launches_total", 0) >= 14 and m.get("uvcl_bytes_from_device_total", 0) >= 10 * 4096
           and m.get('uvcl_jobs_rejected_total{reason="invalid"}', 0) >= 4
           and m.get("uvcl_http_connections_active", 0) >= 1 and m.get('uvcl_http_responses_total{code="401"}', 0) >= 3,
@@ -482,7 +484,7 @@ def main():
     check(rc == 0 and "uvcl serve: stopped" in srv.stderr(), "SIGTERM: exit 0", f"rc={rc} {srv.stderr()[-500:]}")
 
     # --- 429 and SIGTERM with a job in flight -----------------------------------------------
-    srv = Server("--max-jobs", "1")
+    srv = Server("--allow-source", "--max-jobs", "1")
     if not check(srv.port is not None, "second server (--max-jobs 1, no token)", srv.stderr()):
         return 1
     port = srv.port

@@ -184,6 +184,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool waiting_for(std::uint64_t request) const {
     return !closing_ && state_ == State::Handling && request == request_;
   }
+  void set_abandoned(std::uint64_t request, std::function<void()> callback) {
+    if (waiting_for(request)) abandoned_ = std::move(callback);
+  }
 
  private:
   enum class After { KeepAlive, Close, Linger };
@@ -255,6 +258,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t writes_pending_ = 0;
   std::size_t last_queued_ = SIZE_MAX;  // write queue size at the last timer check
   bool final_ = false;  // the last answer was written; closing follows
+  std::function<void()> abandoned_;  // Responder::on_abandoned of the request being handled
   After after_ = After::KeepAlive;
 };
 
@@ -308,6 +312,10 @@ void Connection::close() {
   if (closing_) return;
   closing_ = true;
   state_ = State::Closed;
+  if (auto abandoned = std::move(abandoned_)) {
+    abandoned_ = nullptr;
+    abandoned();  // the answer owed will never be sent; `this` lives until its handles closed
+  }
   if (open_handles_ == 0) {
     server_.remove(this);  // nothing was initialised
     return;
@@ -660,6 +668,7 @@ void Connection::parse_failed(http_errno err) {
 
 void Connection::answer(std::uint64_t request, Response r) {
   if (!waiting_for(request)) return;
+  abandoned_ = nullptr;
   respond(std::move(r), keep_alive_ && !server_.stopping_ ? After::KeepAlive : After::Close);
 }
 
@@ -756,6 +765,10 @@ void Responder::send(Response response) const {
 bool Responder::connected() const {
   auto c = conn_.lock();
   return c && c->waiting_for(request_);
+}
+
+void Responder::on_abandoned(std::function<void()> callback) const {
+  if (auto c = conn_.lock()) c->set_abandoned(request_, std::move(callback));
 }
 
 // --- Server -----------------------------------------------------------------------

@@ -101,6 +101,10 @@ class Responder {
   void send(Response response) const;
   // Whether the connection is still open and waiting for this answer.
   bool connected() const;
+  // Runs once, on the loop, if the connection closes while this answer is
+  // still owed: the client went away (or Server::force()). Not after the
+  // answer was sent. Replaces an earlier one.
+  void on_abandoned(std::function<void()> callback) const;
 
  private:
   friend class Connection;
