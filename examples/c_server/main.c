@@ -60,7 +60,8 @@ static void on_tick(uv_timer_t* t) {
   uvcl_launch_t l;
   memset(&l, 0, sizeof l);
   int rc = uvcl_buffer_allocate(s->engine, 0, ITEMS * sizeof(unsigned), &r->buffer);
-  if (rc == 0) rc = uvcl_fill(s->engine, r->buffer, &r->number, sizeof r->number, 0, ITEMS * sizeof(unsigned), NULL, NULL);
+  if (rc == 0)
+    rc = uvcl_fill(s->engine, r->buffer, &r->number, sizeof r->number, 0, ITEMS * sizeof(unsigned), NULL, NULL);
   arg = uvcl_arg_buffer(r->buffer);
   l.kernel = s->kernel;
   l.args = &arg;

@@ -24,6 +24,7 @@
 #ifndef UVCL_UVCL_H
 #define UVCL_UVCL_H
 
+/* A C header: C++'s modernize checks do not apply. NOLINTBEGIN(modernize-deprecated-headers, modernize-use-using) */
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -302,7 +303,7 @@ static inline uvcl_arg_t uvcl_arg_half_bits(uint16_t bits) { return uvcl_arg_sca
 
 /* IEEE binary16 <-> binary32, round to nearest even. */
 uint16_t uvcl_float_to_half(float f);
-float uvcl_half_to_float(uint16_t h);
+float uvcl_half_to_float(uint16_t bits);
 
 /* --- sync points and error scopes ------------------------------------------ */
 
@@ -375,4 +376,5 @@ int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out);
 }
 #endif
 
+/* NOLINTEND(modernize-deprecated-headers, modernize-use-using) */
 #endif /* UVCL_UVCL_H */

@@ -18,7 +18,7 @@
 #endif
 
 struct uvcl_engine_s {
-  std::unique_ptr<uvcl::Engine> engine;  // null: creation failed (last_error says why) or destroyed
+  std::unique_ptr<uvcl::Engine> cpp;  // the engine; null: creation failed (last_error says why) or destroyed
   mutable std::string last_error;
   // The strings uvcl_kernel_params and uvcl_trace_json hand out.
   std::vector<uvcl::KernelParam> params;
@@ -64,11 +64,11 @@ uvcl::Engine* engine_of(const uvcl_engine_t* h, int* status) {
     *status = UVCL_EINVALID_ARGUMENT;
     return nullptr;
   }
-  if (!h->engine) {
+  if (!h->cpp) {
     *status = fail(h, Error{Status::InvalidArgument, "the engine was not created (" + h->last_error + ")"});
     return nullptr;
   }
-  return h->engine.get();
+  return h->cpp.get();
 }
 
 #define UVCL_ENGINE(h)                             \
@@ -103,7 +103,7 @@ const char* message_of(const Result<void>& r, std::string& text) {
 }
 uvcl::DoneCallback done_cb(uvcl_done_cb fn, void* ud) {
   if (fn == nullptr) return {};
-  return [fn, ud](Result<void> r) {
+  return [fn, ud](const Result<void>& r) {
     std::string text;
     const char* m = message_of(r, text);
     fn(code(r.status()), m, ud);
@@ -201,56 +201,58 @@ const char* uvcl_version_string(void) { return UVCL_VERSION; }
 
 int uvcl_engine_create(uvcl_engine_t** out, const char* config_json, struct uv_loop_s* loop) {
   if (out == nullptr) return UVCL_EINVALID_ARGUMENT;
-  auto* h = new (std::nothrow) uvcl_engine_s;
-  *out = h;
-  if (h == nullptr) return UVCL_EMEMORY_ALLOCATION;
+  auto* engine = new (std::nothrow) uvcl_engine_s;
+  *out = engine;
+  if (engine == nullptr) return UVCL_EMEMORY_ALLOCATION;
   uvcl::Config config;
   if (config_json != nullptr) {
     auto parsed = uvcl::parse_config(config_json, "config_json");
-    if (!parsed) return fail(h, parsed.error());
+    if (!parsed) return fail(engine, parsed.error());
     config = std::move(parsed.value());
   }
   auto made = uvcl::Engine::create(config, loop);
-  if (!made) return fail(h, made.error());
-  h->engine = std::move(made.value());
+  if (!made) return fail(engine, made.error());
+  engine->cpp = std::move(made.value());
   return 0;
 }
 
-void uvcl_engine_destroy(uvcl_engine_t* h) {
-  if (h == nullptr) return;
-  if (h->depth > 0) {  // inside a callback of a call on this handle
-    h->engine.reset();  // the engine defers its own teardown likewise
-    h->doomed = true;
+void uvcl_engine_destroy(uvcl_engine_t* engine) {
+  if (engine == nullptr) return;
+  if (engine->depth > 0) {  // inside a callback of a call on this handle
+    engine->cpp.reset();  // the C++ engine defers its own teardown likewise
+    engine->doomed = true;
     return;
   }
-  delete h;
+  delete engine;
 }
 
-int uvcl_close(uvcl_engine_t* h, uvcl_closed_cb on_closed, void* user_data) {
-  UVCL_ENGINE(h);
+int uvcl_close(uvcl_engine_t* engine, uvcl_closed_cb on_closed, void* user_data) {
+  UVCL_ENGINE(engine);
   std::function<void()> cb;
   if (on_closed != nullptr) cb = [on_closed, user_data] { on_closed(user_data); };
-  return status_of(h, eng->close(std::move(cb)));
+  return status_of(engine, eng->close(std::move(cb)));
 }
 
-const char* uvcl_engine_last_error(const uvcl_engine_t* h) {
-  if (h == nullptr) return "InvalidArgument: the engine handle is NULL";
-  return h->last_error.c_str();
+const char* uvcl_engine_last_error(const uvcl_engine_t* engine) {
+  if (engine == nullptr) return "InvalidArgument: the engine handle is NULL";
+  return engine->last_error.c_str();
 }
 
-struct uv_loop_s* uvcl_engine_loop(const uvcl_engine_t* h) {
-  return h != nullptr && h->engine ? h->engine->loop() : nullptr;
+struct uv_loop_s* uvcl_engine_loop(const uvcl_engine_t* engine) {
+  return engine != nullptr && engine->cpp ? engine->cpp->loop() : nullptr;
 }
 
 // --- devices ------------------------------------------------------------
 
-size_t uvcl_device_count(const uvcl_engine_t* h) { return h != nullptr && h->engine ? h->engine->device_count() : 0; }
+size_t uvcl_device_count(const uvcl_engine_t* engine) {
+  return engine != nullptr && engine->cpp ? engine->cpp->device_count() : 0;
+}
 
-int uvcl_device_info(const uvcl_engine_t* h, size_t device, uvcl_device_info_t* out) {
-  UVCL_ENGINE(h);
-  if (out == nullptr) return invalid(h, "device_info: out is NULL");
+int uvcl_device_info(const uvcl_engine_t* engine, size_t device, uvcl_device_info_t* out) {
+  UVCL_ENGINE(engine);
+  if (out == nullptr) return invalid(engine, "device_info: out is NULL");
   if (device >= eng->device_count())
-    return invalid(h, "device_info: device " + std::to_string(device) + " does not exist (" +
+    return invalid(engine, "device_info: device " + std::to_string(device) + " does not exist (" +
                           std::to_string(eng->device_count()) + " devices)");
   const uvcl::DeviceInfo& d = eng->device(device);
   *out = uvcl_device_info_t{};
@@ -286,86 +288,86 @@ int uvcl_device_info(const uvcl_engine_t* h, size_t device, uvcl_device_info_t* 
   return 0;
 }
 
-int uvcl_device_lost(const uvcl_engine_t* h, size_t device) {
-  UVCL_ENGINE(h);
+int uvcl_device_lost(const uvcl_engine_t* engine, size_t device) {
+  UVCL_ENGINE(engine);
   return eng->device_lost(device) ? 1 : 0;
 }
 
 // --- memory -------------------------------------------------------------
 
-int uvcl_buffer_allocate(uvcl_engine_t* h, size_t device, size_t bytes, uvcl_buffer_t* out) {
-  UVCL_ENGINE(h);
-  if (out == nullptr) return invalid(h, "allocate: out is NULL");
+int uvcl_buffer_allocate(uvcl_engine_t* engine, size_t device, size_t bytes, uvcl_buffer_t* out) {
+  UVCL_ENGINE(engine);
+  if (out == nullptr) return invalid(engine, "allocate: out is NULL");
   auto b = eng->allocate(device, bytes);
-  if (!b) return fail(h, b.error());
+  if (!b) return fail(engine, b.error());
   *out = b->id;
   return 0;
 }
 
-int uvcl_buffer_retain(uvcl_engine_t* h, uvcl_buffer_t b) {
-  UVCL_ENGINE(h);
-  return status_of(h, eng->retain(uvcl::Buffer{b}));
+int uvcl_buffer_retain(uvcl_engine_t* engine, uvcl_buffer_t b) {
+  UVCL_ENGINE(engine);
+  return status_of(engine, eng->retain(uvcl::Buffer{b}));
 }
 
-int uvcl_buffer_release(uvcl_engine_t* h, uvcl_buffer_t b) {
-  UVCL_ENGINE(h);
-  return status_of(h, eng->release(uvcl::Buffer{b}));
+int uvcl_buffer_release(uvcl_engine_t* engine, uvcl_buffer_t b) {
+  UVCL_ENGINE(engine);
+  return status_of(engine, eng->release(uvcl::Buffer{b}));
 }
 
-int uvcl_buffer_size(uvcl_engine_t* h, uvcl_buffer_t b, size_t* out) {
-  UVCL_ENGINE(h);
-  if (out == nullptr) return invalid(h, "buffer_size: out is NULL");
+int uvcl_buffer_size(uvcl_engine_t* engine, uvcl_buffer_t b, size_t* out) {
+  UVCL_ENGINE(engine);
+  if (out == nullptr) return invalid(engine, "buffer_size: out is NULL");
   auto s = eng->buffer_size(uvcl::Buffer{b});
-  if (!s) return fail(h, s.error());
+  if (!s) return fail(engine, s.error());
   *out = s.value();
   return 0;
 }
 
-uint64_t uvcl_free_bytes(const uvcl_engine_t* h, size_t device) {
-  return h != nullptr && h->engine ? h->engine->free_bytes(device) : 0;
+uint64_t uvcl_free_bytes(const uvcl_engine_t* engine, size_t device) {
+  return engine != nullptr && engine->cpp ? engine->cpp->free_bytes(device) : 0;
 }
 
-int uvcl_host_alloc(uvcl_engine_t* h, size_t device, size_t bytes, uvcl_host_memory_t* out) {
-  UVCL_ENGINE(h);
-  if (out == nullptr) return invalid(h, "alloc_host: out is NULL");
+int uvcl_host_alloc(uvcl_engine_t* engine, size_t device, size_t bytes, uvcl_host_memory_t* out) {
+  UVCL_ENGINE(engine);
+  if (out == nullptr) return invalid(engine, "alloc_host: out is NULL");
   auto m = eng->alloc_host(device, bytes);
-  if (!m) return fail(h, m.error());
+  if (!m) return fail(engine, m.error());
   out->id = m->id;
   out->data = m->bytes.data();
   out->bytes = m->bytes.size();
   return 0;
 }
 
-int uvcl_host_release(uvcl_engine_t* h, const uvcl_host_memory_t* m) {
-  UVCL_ENGINE(h);
-  if (m == nullptr) return invalid(h, "release: the host memory is NULL");
-  return status_of(h, eng->release(uvcl::HostMemory{m->id, bytes_out(m->data, m->bytes)}));
+int uvcl_host_release(uvcl_engine_t* engine, const uvcl_host_memory_t* m) {
+  UVCL_ENGINE(engine);
+  if (m == nullptr) return invalid(engine, "release: the host memory is NULL");
+  return status_of(engine, eng->release(uvcl::HostMemory{m->id, bytes_out(m->data, m->bytes)}));
 }
 
 // --- transfers ----------------------------------------------------------
 
-int uvcl_write(uvcl_engine_t* h, uvcl_buffer_t dst, size_t offset, const void* src, size_t bytes,
+int uvcl_write(uvcl_engine_t* engine, uvcl_buffer_t dst, size_t offset, const void* src, size_t bytes,
                uvcl_write_mode mode, uvcl_done_cb on_done, void* user_data) {
-  UVCL_ENGINE(h);
-  if (src == nullptr && bytes > 0) return invalid(h, "write: src is NULL");
+  UVCL_ENGINE(engine);
+  if (src == nullptr && bytes > 0) return invalid(engine, "write: src is NULL");
   if (mode != UVCL_WRITE_COPY && mode != UVCL_WRITE_BORROW)
-    return invalid(h, "write: unknown mode " + std::to_string(static_cast<int>(mode)));
-  return status_of(h, eng->write(uvcl::Buffer{dst}, offset, bytes_in(src, bytes),
+    return invalid(engine, "write: unknown mode " + std::to_string(static_cast<int>(mode)));
+  return status_of(engine, eng->write(uvcl::Buffer{dst}, offset, bytes_in(src, bytes),
                                  mode == UVCL_WRITE_BORROW ? uvcl::WriteMode::Borrow : uvcl::WriteMode::Copy,
                                  done_cb(on_done, user_data)));
 }
 
-int uvcl_fill(uvcl_engine_t* h, uvcl_buffer_t dst, const void* pattern, size_t pattern_bytes, size_t offset,
+int uvcl_fill(uvcl_engine_t* engine, uvcl_buffer_t dst, const void* pattern, size_t pattern_bytes, size_t offset,
               size_t bytes, uvcl_done_cb on_done, void* user_data) {
-  UVCL_ENGINE(h);
-  if (pattern == nullptr && pattern_bytes > 0) return invalid(h, "fill: pattern is NULL");
-  return status_of(h, eng->fill(uvcl::Buffer{dst}, bytes_in(pattern, pattern_bytes), offset, bytes,
+  UVCL_ENGINE(engine);
+  if (pattern == nullptr && pattern_bytes > 0) return invalid(engine, "fill: pattern is NULL");
+  return status_of(engine, eng->fill(uvcl::Buffer{dst}, bytes_in(pattern, pattern_bytes), offset, bytes,
                                 done_cb(on_done, user_data)));
 }
 
-int uvcl_read(uvcl_engine_t* h, uvcl_buffer_t src, size_t offset, size_t bytes, uvcl_read_cb on_data,
+int uvcl_read(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, size_t bytes, uvcl_read_cb on_data,
               void* user_data) {
-  UVCL_ENGINE(h);
+  UVCL_ENGINE(engine);
   uvcl::ReadCallback cb;
   if (on_data != nullptr)
     cb = [on_data, user_data](Result<std::span<const std::byte>> r) {
@@ -376,118 +378,120 @@ int uvcl_read(uvcl_engine_t* h, uvcl_buffer_t src, size_t offset, size_t bytes, 
       const std::string text = r.error().to_string();
       on_data(code(r.status()), text.c_str(), nullptr, 0, user_data);
     };
-  return status_of(h, eng->read(uvcl::Buffer{src}, offset, bytes, std::move(cb)));
+  return status_of(engine, eng->read(uvcl::Buffer{src}, offset, bytes, std::move(cb)));
 }
 
-int uvcl_read_into(uvcl_engine_t* h, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes, uvcl_done_cb on_done,
-                   void* user_data) {
-  UVCL_ENGINE(h);
-  if (dst == nullptr && bytes > 0) return invalid(h, "read_into: dst is NULL");
-  return status_of(h, eng->read_into(uvcl::Buffer{src}, offset, bytes_out(dst, bytes), done_cb(on_done, user_data)));
+int uvcl_read_into(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes,
+                   uvcl_done_cb on_done, void* user_data) {
+  UVCL_ENGINE(engine);
+  if (dst == nullptr && bytes > 0) return invalid(engine, "read_into: dst is NULL");
+  return status_of(engine,
+                   eng->read_into(uvcl::Buffer{src}, offset, bytes_out(dst, bytes), done_cb(on_done, user_data)));
 }
 
-int uvcl_copy(uvcl_engine_t* h, uvcl_buffer_t src, size_t src_offset, uvcl_buffer_t dst, size_t dst_offset,
+int uvcl_copy(uvcl_engine_t* engine, uvcl_buffer_t src, size_t src_offset, uvcl_buffer_t dst, size_t dst_offset,
               size_t bytes, uvcl_done_cb on_done, void* user_data) {
-  UVCL_ENGINE(h);
-  return status_of(h, eng->copy(uvcl::Buffer{src}, src_offset, uvcl::Buffer{dst}, dst_offset, bytes,
+  UVCL_ENGINE(engine);
+  return status_of(engine, eng->copy(uvcl::Buffer{src}, src_offset, uvcl::Buffer{dst}, dst_offset, bytes,
                                 done_cb(on_done, user_data)));
 }
 
 // --- programs and kernels -------------------------------------------------
 
-int uvcl_compile(uvcl_engine_t* h, size_t device, const char* source, const char* options,
+int uvcl_compile(uvcl_engine_t* engine, size_t device, const char* source, const char* options,
                  uvcl_build_options_mode mode, uvcl_done_cb on_built, void* user_data, uvcl_program_t* out) {
-  UVCL_ENGINE(h);
-  if (source == nullptr) return invalid(h, "compile: source is NULL");
-  if (out == nullptr) return invalid(h, "compile: out is NULL");
+  UVCL_ENGINE(engine);
+  if (source == nullptr) return invalid(engine, "compile: source is NULL");
+  if (out == nullptr) return invalid(engine, "compile: out is NULL");
   auto p = eng->compile(device, source, options != nullptr ? options : "", done_cb(on_built, user_data),
                         mode == UVCL_BUILD_OPTIONS_REPLACE ? uvcl::BuildOptionsMode::Replace
                                                            : uvcl::BuildOptionsMode::Add);
-  if (!p) return fail(h, p.error());
+  if (!p) return fail(engine, p.error());
   *out = p->id;
   return 0;
 }
 
-int uvcl_compile_sync(uvcl_engine_t* h, size_t device, const char* source, const char* options,
+int uvcl_compile_sync(uvcl_engine_t* engine, size_t device, const char* source, const char* options,
                       uvcl_build_options_mode mode, uvcl_program_t* out) {
-  UVCL_ENGINE(h);
-  if (source == nullptr) return invalid(h, "compile_sync: source is NULL");
-  if (out == nullptr) return invalid(h, "compile_sync: out is NULL");
-  Depth depth(h);
+  UVCL_ENGINE(engine);
+  if (source == nullptr) return invalid(engine, "compile_sync: source is NULL");
+  if (out == nullptr) return invalid(engine, "compile_sync: out is NULL");
+  Depth depth(engine);
   auto p = eng->compile_sync(device, source, options != nullptr ? options : "",
                              mode == UVCL_BUILD_OPTIONS_REPLACE ? uvcl::BuildOptionsMode::Replace
                                                                 : uvcl::BuildOptionsMode::Add);
-  if (!p) return fail(h, p.error());
+  if (!p) return fail(engine, p.error());
   *out = p->id;
   return 0;
 }
 
-int uvcl_program_release(uvcl_engine_t* h, uvcl_program_t p) {
-  UVCL_ENGINE(h);
-  return status_of(h, eng->release(uvcl::Program{p}));
+int uvcl_program_release(uvcl_engine_t* engine, uvcl_program_t p) {
+  UVCL_ENGINE(engine);
+  return status_of(engine, eng->release(uvcl::Program{p}));
 }
 
-int uvcl_kernel_create(uvcl_engine_t* h, uvcl_program_t program, const char* entry,
+int uvcl_kernel_create(uvcl_engine_t* engine, uvcl_program_t program, const char* entry,
                        const uvcl_param_access* declared, size_t declared_count, uvcl_kernel_t* out) {
-  UVCL_ENGINE(h);
-  if (entry == nullptr) return invalid(h, "kernel: entry is NULL");
-  if (out == nullptr) return invalid(h, "kernel: out is NULL");
-  if (declared == nullptr && declared_count > 0) return invalid(h, "kernel: declared is NULL with declared_count > 0");
+  UVCL_ENGINE(engine);
+  if (entry == nullptr) return invalid(engine, "kernel: entry is NULL");
+  if (out == nullptr) return invalid(engine, "kernel: out is NULL");
+  if (declared == nullptr && declared_count > 0)
+    return invalid(engine, "kernel: declared is NULL with declared_count > 0");
   std::vector<uvcl::ParamAccess> access;
   for (std::size_t i = 0; i < declared_count; ++i) {
     if (declared[i] < UVCL_ACCESS_READ_ONLY || declared[i] > UVCL_ACCESS_WRITE_ONLY)
-      return invalid(h, "kernel: declared access " + std::to_string(i) + " is unknown (" +
+      return invalid(engine, "kernel: declared access " + std::to_string(i) + " is unknown (" +
                             std::to_string(static_cast<int>(declared[i])) + ")");
     access.push_back(static_cast<uvcl::ParamAccess>(declared[i]));
   }
   auto k = eng->kernel(uvcl::Program{program}, entry, std::move(access));
-  if (!k) return fail(h, k.error());
+  if (!k) return fail(engine, k.error());
   *out = k->id;
   return 0;
 }
 
-int uvcl_kernel_release(uvcl_engine_t* h, uvcl_kernel_t k) {
-  UVCL_ENGINE(h);
-  return status_of(h, eng->release(uvcl::Kernel{k}));
+int uvcl_kernel_release(uvcl_engine_t* engine, uvcl_kernel_t k) {
+  UVCL_ENGINE(engine);
+  return status_of(engine, eng->release(uvcl::Kernel{k}));
 }
 
-int uvcl_kernel_params(uvcl_engine_t* h, uvcl_kernel_t k, uvcl_kernel_param_t* out, size_t capacity,
+int uvcl_kernel_params(uvcl_engine_t* engine, uvcl_kernel_t k, uvcl_kernel_param_t* out, size_t capacity,
                        size_t* count) {
-  UVCL_ENGINE(h);
-  if (out == nullptr && capacity > 0) return invalid(h, "kernel_params: out is NULL with capacity > 0");
+  UVCL_ENGINE(engine);
+  if (out == nullptr && capacity > 0) return invalid(engine, "kernel_params: out is NULL with capacity > 0");
   auto params = eng->kernel_params(uvcl::Kernel{k});
-  if (!params) return fail(h, params.error());
-  h->params = std::move(params.value());
-  for (std::size_t i = 0; i < capacity && i < h->params.size(); ++i) {
-    const uvcl::KernelParam& p = h->params[i];
+  if (!params) return fail(engine, params.error());
+  engine->params = std::move(params.value());
+  for (std::size_t i = 0; i < capacity && i < engine->params.size(); ++i) {
+    const uvcl::KernelParam& p = engine->params[i];
     out[i] = uvcl_kernel_param_t{p.name.c_str(), p.type_name.c_str(), static_cast<uvcl_param_access>(p.access),
                                  p.scalar_size, p.unsupported};
   }
-  if (count != nullptr) *count = h->params.size();
+  if (count != nullptr) *count = engine->params.size();
   return 0;
 }
 
 // --- launches -----------------------------------------------------------
 
-int uvcl_launch(uvcl_engine_t* h, const uvcl_launch_t* launch, uvcl_done_cb on_done, void* user_data) {
-  UVCL_ENGINE(h);
+int uvcl_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_done_cb on_done, void* user_data) {
+  UVCL_ENGINE(engine);
   uvcl::Launch* l = nullptr;
-  if (int s = to_launch(h, launch, l); s != 0) return s;
+  if (int s = to_launch(engine, launch, l); s != 0) return s;
   // uvcl_done_cb has the C++ overload's shape: passed as is, no allocation.
-  return status_of(h, eng->launch(*l, on_done, user_data));
+  return status_of(engine, eng->launch(*l, on_done, user_data));
 }
 
-int uvcl_check_launch(uvcl_engine_t* h, const uvcl_launch_t* launch) {
-  UVCL_ENGINE(h);
+int uvcl_check_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch) {
+  UVCL_ENGINE(engine);
   uvcl::Launch* l = nullptr;
-  if (int s = to_launch(h, launch, l); s != 0) return s;
-  return status_of(h, eng->check_launch(*l));
+  if (int s = to_launch(engine, launch, l); s != 0) return s;
+  return status_of(engine, eng->check_launch(*l));
 }
 
-int uvcl_timed_launch(uvcl_engine_t* h, const uvcl_launch_t* launch, uvcl_timing_cb on_timed, void* user_data) {
-  UVCL_ENGINE(h);
+int uvcl_timed_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_timing_cb on_timed, void* user_data) {
+  UVCL_ENGINE(engine);
   uvcl::Launch* l = nullptr;
-  if (int s = to_launch(h, launch, l); s != 0) return s;
+  if (int s = to_launch(engine, launch, l); s != 0) return s;
   uvcl::TimingCallback cb;
   if (on_timed != nullptr)
     cb = [on_timed, user_data](Result<uvcl::Timing> r) {
@@ -498,7 +502,7 @@ int uvcl_timed_launch(uvcl_engine_t* h, const uvcl_launch_t* launch, uvcl_timing
       const std::string text = r.error().to_string();
       on_timed(code(r.status()), text.c_str(), 0, 0, user_data);
     };
-  return status_of(h, eng->timed_launch(*l, std::move(cb)));
+  return status_of(engine, eng->timed_launch(*l, std::move(cb)));
 }
 
 uint16_t uvcl_float_to_half(float f) { return uvcl::float_to_half(f); }
@@ -506,60 +510,60 @@ float uvcl_half_to_float(uint16_t bits) { return uvcl::half_to_float(bits); }
 
 // --- sync points and error scopes ------------------------------------------
 
-int uvcl_drain(uvcl_engine_t* h, uvcl_done_cb on_done, void* user_data) {
-  UVCL_ENGINE(h);
-  Depth depth(h);  // on a closed engine the callback runs at once
+int uvcl_drain(uvcl_engine_t* engine, uvcl_done_cb on_done, void* user_data) {
+  UVCL_ENGINE(engine);
+  Depth depth(engine);  // on a closed engine the callback runs at once
   eng->drain(done_cb(on_done, user_data));
   return 0;
 }
 
-int uvcl_push_error_scope(uvcl_engine_t* h) {
-  UVCL_ENGINE(h);
+int uvcl_push_error_scope(uvcl_engine_t* engine) {
+  UVCL_ENGINE(engine);
   eng->push_error_scope();
   return 0;
 }
 
-int uvcl_pop_error_scope(uvcl_engine_t* h, uvcl_done_cb on_done, void* user_data) {
-  UVCL_ENGINE(h);
-  return status_of(h, eng->pop_error_scope(done_cb(on_done, user_data)));
+int uvcl_pop_error_scope(uvcl_engine_t* engine, uvcl_done_cb on_done, void* user_data) {
+  UVCL_ENGINE(engine);
+  return status_of(engine, eng->pop_error_scope(done_cb(on_done, user_data)));
 }
 
 // --- driving the loop ---------------------------------------------------
 
-int uvcl_poll(uvcl_engine_t* h) {
-  UVCL_ENGINE(h);
-  Depth depth(h);
+int uvcl_poll(uvcl_engine_t* engine) {
+  UVCL_ENGINE(engine);
+  Depth depth(engine);
   eng->poll();
   return 0;
 }
 
-int uvcl_run_until(uvcl_engine_t* h, uvcl_done_fn done, void* user_data) {
-  UVCL_ENGINE(h);
-  if (done == nullptr) return invalid(h, "run_until: done is NULL");
-  Depth depth(h);
-  return status_of(h, eng->run_until([done, user_data] { return done(user_data) != 0; }));
+int uvcl_run_until(uvcl_engine_t* engine, uvcl_done_fn done, void* user_data) {
+  UVCL_ENGINE(engine);
+  if (done == nullptr) return invalid(engine, "run_until: done is NULL");
+  Depth depth(engine);
+  return status_of(engine, eng->run_until([done, user_data] { return done(user_data) != 0; }));
 }
 
-int uvcl_finish(uvcl_engine_t* h) {
-  UVCL_ENGINE(h);
-  Depth depth(h);
-  return status_of(h, eng->finish());
+int uvcl_finish(uvcl_engine_t* engine) {
+  UVCL_ENGINE(engine);
+  Depth depth(engine);
+  return status_of(engine, eng->finish());
 }
 
-int uvcl_read_sync(uvcl_engine_t* h, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes) {
-  UVCL_ENGINE(h);
-  if (dst == nullptr && bytes > 0) return invalid(h, "read_sync: dst is NULL");
-  Depth depth(h);
+int uvcl_read_sync(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes) {
+  UVCL_ENGINE(engine);
+  if (dst == nullptr && bytes > 0) return invalid(engine, "read_sync: dst is NULL");
+  Depth depth(engine);
   auto data = eng->read_sync(uvcl::Buffer{src}, offset, bytes);
-  if (!data) return fail(h, data.error());
+  if (!data) return fail(engine, data.error());
   if (!data->empty()) std::memcpy(dst, data->data(), data->size());
   return 0;
 }
 
 // --- observing ----------------------------------------------------------
 
-int uvcl_set_error_listener(uvcl_engine_t* h, uvcl_done_cb listener, void* user_data) {
-  UVCL_ENGINE(h);
+int uvcl_set_error_listener(uvcl_engine_t* engine, uvcl_done_cb listener, void* user_data) {
+  UVCL_ENGINE(engine);
   uvcl::ErrorListener l;
   if (listener != nullptr)
     l = [listener, user_data](const Error& e) {
@@ -570,22 +574,22 @@ int uvcl_set_error_listener(uvcl_engine_t* h, uvcl_done_cb listener, void* user_
   return 0;
 }
 
-int uvcl_set_tracing(uvcl_engine_t* h, int on) {
-  UVCL_ENGINE(h);
+int uvcl_set_tracing(uvcl_engine_t* engine, int on) {
+  UVCL_ENGINE(engine);
   eng->set_tracing(on != 0);
   return 0;
 }
 
-const char* uvcl_trace_json(uvcl_engine_t* h) {
+const char* uvcl_trace_json(uvcl_engine_t* engine) {
   int status = 0;
-  uvcl::Engine* eng = engine_of(h, &status);
+  uvcl::Engine* eng = engine_of(engine, &status);
   if (eng == nullptr) return nullptr;
-  h->trace = eng->trace_json();
-  return h->trace.c_str();
+  engine->trace = eng->trace_json();
+  return engine->trace.c_str();
 }
 
-int uvcl_set_schedule_recorder(uvcl_engine_t* h, uvcl_schedule_cb recorder, void* user_data) {
-  UVCL_ENGINE(h);
+int uvcl_set_schedule_recorder(uvcl_engine_t* engine, uvcl_schedule_cb recorder, void* user_data) {
+  UVCL_ENGINE(engine);
   std::function<void(const uvcl::ScheduleEntry&)> r;
   if (recorder != nullptr)
     r = [recorder, user_data](const uvcl::ScheduleEntry& e) {
@@ -601,9 +605,9 @@ int uvcl_set_schedule_recorder(uvcl_engine_t* h, uvcl_schedule_cb recorder, void
   return 0;
 }
 
-int uvcl_stats(const uvcl_engine_t* h, uvcl_stats_t* out) {
-  UVCL_ENGINE(h);
-  if (out == nullptr) return invalid(h, "stats: out is NULL");
+int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out) {
+  UVCL_ENGINE(engine);
+  if (out == nullptr) return invalid(engine, "stats: out is NULL");
   const uvcl::EngineStats s = eng->stats();
   *out = uvcl_stats_t{s.launches, s.writes, s.reads, s.copies,
                       s.bytes_to_device, s.bytes_from_device, s.bytes_copied,
