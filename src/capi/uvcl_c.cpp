@@ -20,8 +20,11 @@
 struct uvcl_engine_s {
   std::unique_ptr<uvcl::Engine> cpp;  // the engine; null: creation failed (last_error says why) or destroyed
   mutable std::string last_error;
-  // The strings uvcl_kernel_params and uvcl_trace_json hand out.
+  // The strings uvcl_kernel_params and uvcl_trace_json hand out (cppcheck
+  // misses their uses, through the handle, in the extern "C" functions).
+  // cppcheck-suppress unusedStructMember
   std::vector<uvcl::KernelParam> params;
+  // cppcheck-suppress unusedStructMember
   std::string trace;
   // Reused by every launch: its vectors keep their capacity, so a launch
   // through the C API allocates nothing once warm.
@@ -165,9 +168,8 @@ extern "C" {
 
 const char* uvcl_err_name(int status) {
   if (status > 0 || status < UVCL_ECANCELLED) return "Unknown";
-  static thread_local std::string name;  // status_name gives a string_view
-  name = uvcl::status_name(static_cast<Status>(-status));
-  return name.c_str();
+  // A view of a string literal: NUL-terminated.
+  return uvcl::status_name(static_cast<Status>(-status)).data();
 }
 
 const char* uvcl_strerror(int status) {
