@@ -1,5 +1,8 @@
 #include "uvcl/status.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace uvcl {
 
 std::string_view status_name(Status s) noexcept {
@@ -32,6 +35,15 @@ std::string Error::to_string() const {
   out += ": ";
   out += message;
   return out;
+}
+
+void detail::bad_result_access(const Error* error) noexcept {
+  if (error != nullptr)
+    std::fprintf(stderr, "uvcl: Result::value() of an error: %s\n", error->to_string().c_str());
+  else
+    std::fputs("uvcl: Result::error() of a result that holds a value (check ok() first)\n", stderr);
+  std::fflush(stderr);
+  std::abort();
 }
 
 }  // namespace uvcl

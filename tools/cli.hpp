@@ -21,6 +21,8 @@ struct Args {
   std::optional<std::size_t> device, launch;
   bool json = false;
   bool allow_source = false;  // uvcl serve --allow-source
+  bool no_outputs = false;    // run: leave the outputs' values out of the printed JSON
+  bool quiet = false;         // run: no_outputs, and no progress line
   std::map<std::string, std::string> values;  // every option that takes a value, as given ("--max-jobs" -> "8")
 };
 

@@ -113,7 +113,7 @@ int cmd_run(const Args& a, const uvcl::Config& config) {
   for (const auto& l : job->launches)  // for the progress line only: run_job refuses a sum past 2^64
     if (__builtin_add_overflow(total_launches, l.repeat, &total_launches)) total_launches = UINT64_MAX;
   std::optional<Progress> progress;
-  progress.emplace(*engine.value(), total_launches);
+  if (!a.quiet) progress.emplace(*engine.value(), total_launches);
   auto result = uvcl::job::run_job_sync(*engine.value(), std::move(job.value()), opts);
   progress.reset();
   if (!result) return fail(result.error());
@@ -131,6 +131,7 @@ int cmd_run(const Args& a, const uvcl::Config& config) {
     for (const auto& o : result->outputs)
       if (auto w = uvcl::job::write_npy(a.out + "/" + o.name + ".npy", o); !w) return fail(w.error());
   }
+  if (a.no_outputs) result->outputs.clear();  // written to --out above; not printed
   const std::string json = uvcl::job::result_json(*engine.value(), result.value());
   std::fwrite(json.data(), 1, json.size(), stdout);
   std::fputc('\n', stdout);

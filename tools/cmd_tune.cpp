@@ -9,6 +9,7 @@
 #include "engine/job_runner.hpp"
 #include "engine/tune.hpp"
 #include "json/job.hpp"
+#include "json/json_util.hpp"
 #include "uvcl/engine.hpp"
 
 namespace uvcl::cli {
@@ -36,6 +37,39 @@ std::string global_text(const uvcl::Launch& l) {
   std::string s;
   for (std::size_t i = 0; i < l.global.size(); ++i) s += (i ? "x" : "") + std::to_string(l.global[i].items);
   return s;
+}
+
+std::string sizes_json(const std::vector<std::size_t>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+// --json: the report as one JSON object (the fields `uvcl tune --help` lists).
+std::string report_json(const uvcl::tune::Report& rep, const uvcl::Launch& launch, std::size_t index,
+                        const std::string& kernel, std::size_t device, const DeviceInfo& dev,
+                        const uvcl::tune::Options& o) {
+  std::vector<std::size_t> global;
+  for (const auto& g : launch.global) global.push_back(g.items);
+  std::string out = "{\"launch\": " + std::to_string(index) + ", \"kernel\": " + json::quote(kernel) +
+                    ", \"global\": " + sizes_json(global) + ", \"device\": " + std::to_string(device) +
+                    ", \"device_name\": " + json::quote(dev.name) + ", \"warmup\": " + std::to_string(o.warmup) +
+                    ", \"reps\": " + std::to_string(o.repetitions) + ", \"rows\": [";
+  for (std::size_t i = 0; i < rep.rows.size(); ++i) {
+    const auto& m = rep.rows[i];
+    out += std::string(i ? ",\n  " : "\n  ") + "{\"local\": " + sizes_json(m.local);
+    if (m.ok()) {
+      out += ", \"median_ns\": " + std::to_string(m.median_ns) + ", \"min_ns\": " + std::to_string(m.min_ns) +
+             ", \"max_ns\": " + std::to_string(m.max_ns) + ", \"device_ns\": [";
+      for (std::size_t r = 0; r < m.device_ns.size(); ++r) out += (r ? ", " : "") + std::to_string(m.device_ns[r]);
+      out += "]}";
+    } else {
+      out += ", \"skipped\": " + json::quote(m.skipped) + "}";
+    }
+  }
+  const auto& best = rep.rows[rep.fastest];
+  return out + "],\n \"fastest\": {\"local\": " + sizes_json(best.local) +
+         ", \"median_ns\": " + std::to_string(best.median_ns) + "}}";
 }
 
 }  // namespace
@@ -96,6 +130,10 @@ int cmd_tune(const Args& a, const uvcl::Config& config) {
   }
 
   const DeviceInfo& dev = eng.device(device);
+  if (a.json) {
+    std::printf("%s\n", report_json(rep, launch, index, kernel_name, device, dev, topts).c_str());
+    return 0;
+  }
   std::printf("launch %zu (kernel %s), global %s, device %zu (%s): %u warm-up + %u timed runs per local size\n", index,
               kernel_name.c_str(), global_text(launch).c_str(), device, dev.name.c_str(), topts.warmup,
               topts.repetitions);

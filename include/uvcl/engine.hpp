@@ -256,6 +256,16 @@ class Engine {
 
   // --- launches -------------------------------------------------------
   Result<void> launch(const Launch& l);
+  // launch() with a callback as a plain function and a pointer, in the C
+  // API's shape (uvcl/uvcl.h, uvcl_done_cb): status 0, or a negated Status
+  // (Status(-status)); message null on success, else Error::to_string(),
+  // valid during the call. on_done runs once the launch is final (success,
+  // its own or an inherited failure, or Cancelled). The engine holds it
+  // without a heap allocation, where a std::function capturing more than
+  // two pointers allocates: a callback per launch costs nothing more.
+  // Null on_done: launch(l).
+  using LaunchDoneFn = void (*)(int status, const char* message, void* user_data);
+  Result<void> launch(const Launch& l, LaunchDoneFn on_done, void* user_data);
   // The checks launch() makes (arguments against the kernel's signature,
   // sizes against the device), without launching.
   Result<void> check_launch(const Launch& l);

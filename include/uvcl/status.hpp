@@ -58,8 +58,16 @@ struct Error {
 
 inline Error make_error(Status s, std::string message) { return Error{s, std::move(message)}; }
 
-// A value or an Error. Accessing value() of an error is a programming error
-// (asserted); check ok() first.
+namespace detail {
+// value() of an error, or error() of a value: a programming error. Prints
+// "uvcl: Result::value() of an error: <Status>: <message>" (or the
+// error() case) on stderr and aborts, in every build type.
+[[noreturn]] void bad_result_access(const Error* error) noexcept;
+}  // namespace detail
+
+// A value or an Error. Accessing value() of an error (or error() of a
+// value) is a programming error: the process aborts, with the error's
+// message on stderr, in every build type. Check ok() first.
 template <class T>
 class [[nodiscard]] Result {
  public:
@@ -69,16 +77,16 @@ class [[nodiscard]] Result {
   bool ok() const noexcept { return value_.has_value(); }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & { check_value(); return *value_; }
+  const T& value() const& { check_value(); return *value_; }
+  T&& value() && { check_value(); return std::move(*value_); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
 
-  const Error& error() const& { assert(!ok()); return error_; }
-  Error&& error() && { assert(!ok()); return std::move(error_); }
+  const Error& error() const& { check_error(); return error_; }
+  Error&& error() && { check_error(); return std::move(error_); }
   Status status() const noexcept { return ok() ? Status::Ok : error_.status; }
 
   // Adds context to the error (if any) and passes the result on.
@@ -88,6 +96,13 @@ class [[nodiscard]] Result {
   }
 
  private:
+  void check_value() const noexcept {
+    if (!ok()) detail::bad_result_access(&error_);
+  }
+  void check_error() const noexcept {
+    if (ok()) detail::bad_result_access(nullptr);
+  }
+
   std::optional<T> value_;
   Error error_;
 };
@@ -100,8 +115,8 @@ class [[nodiscard]] Result<void> {
 
   bool ok() const noexcept { return error_.status == Status::Ok; }
   explicit operator bool() const noexcept { return ok(); }
-  const Error& error() const& { assert(!ok()); return error_; }
-  Error&& error() && { assert(!ok()); return std::move(error_); }
+  const Error& error() const& { check_error(); return error_; }
+  Error&& error() && { check_error(); return std::move(error_); }
   Status status() const noexcept { return error_.status; }
   Result&& context(std::string_view what) && {
     if (!ok()) error_.context(what);
@@ -109,6 +124,10 @@ class [[nodiscard]] Result<void> {
   }
 
  private:
+  void check_error() const noexcept {
+    if (ok()) detail::bad_result_access(nullptr);
+  }
+
   Error error_;
 };
 

@@ -186,6 +186,28 @@ Result<void> Engine::launch(const Launch& l) {
   return {};
 }
 
+Result<void> Engine::launch(const Launch& l, LaunchDoneFn on_done, void* user_data) {
+  if (on_done == nullptr) return launch(l);
+  Impl& e = *impl_;
+  auto c = e.resolve_launch(l, Op::Launch);
+  if (!c) return std::move(c).error();
+  const std::uint32_t device = e.progs.kernels.at(l.kernel.id).device;
+  Command& cmd = c.value();
+  cmd.wants_callback = true;  // someone waits: ask the driver for a completion callback
+  // Two pointers: held inside the std::function, no allocation.
+  cmd.on_final = [on_done, user_data](CommandId, const std::optional<Error>& err) {
+    if (!err) {
+      on_done(0, nullptr, user_data);
+      return;
+    }
+    const std::string text = err->to_string();
+    on_done(-static_cast<int>(err->status), text.c_str(), user_data);
+  };
+  ++e.counters.launches;
+  e.submitter.enqueue(device, std::move(cmd));
+  return {};
+}
+
 std::weak_ptr<const void> Engine::lifetime() const { return impl_->lifetime; }
 
 Result<void> Engine::check_launch(const Launch& l) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""uvcl tune and uvcl run's progress line, end to end.
+"""uvcl tune, uvcl run's progress line and options, --help and --version, end to end.
 
-usage: cli_test.py UVCL SAXPY_JOB
+usage: cli_test.py UVCL SAXPY_JOB [VERSION]
 """
 import json
 import os
@@ -14,6 +14,7 @@ import tempfile
 import time
 
 UVCL, SAXPY = sys.argv[1], sys.argv[2]
+VERSION = sys.argv[3] if len(sys.argv) > 3 else None
 failures = []
 
 
@@ -178,6 +179,92 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run_with_timeout("run", escape, "--out", out_dir)
     check(p is not None and p.returncode == 0 and os.path.isfile(os.path.join(out_dir, "ok.npy")),
           f"--out DIR is made when missing: {p and p.stderr}")
+
+# --- --version and COMMAND --help ---------------------------------------------
+
+p = run("--version")
+check(p.returncode == 0 and re.fullmatch(r"uvcl \d+\.\d+\.\d+\n", p.stdout) is not None,
+      f"--version: exit {p.returncode}, {p.stdout!r}")
+if VERSION:
+    check(p.stdout == f"uvcl {VERSION}\n", f"--version is the project's version {VERSION}: {p.stdout!r}")
+
+# Every command of `uvcl --help`, and every option its usage line names, is
+# described by `uvcl COMMAND --help` (exit 0, on stdout, nothing on stderr).
+p = run("--help")
+check(p.returncode == 0 and "uvcl COMMAND --help" in p.stdout and "uvcl --version" in p.stdout,
+      f"--help names COMMAND --help and --version: {p.stdout!r}")
+usage = {}
+command = None
+for line in p.stdout.splitlines():
+    m = re.match(r"^(?:usage:)?\s+uvcl (\w+)", line)
+    if m and m.group(1) != "COMMAND":
+        command = m.group(1)
+        usage[command] = []
+    if command and not re.search(r"uvcl (COMMAND|--version)", line):
+        usage[command] += re.findall(r"\[(--[a-z-]+)", line)
+check(sorted(usage) == ["devices", "run", "serve", "tune"], f"the commands of --help: {sorted(usage)}")
+for cmd, options in usage.items():
+    for args in ([cmd, "--help"], [cmd, "-h"], [cmd, "--device", "x", "--help"]):
+        h = run(*args)
+        check(h.returncode == 0 and h.stderr == "", f"{' '.join(args)}: exit {h.returncode}, {h.stderr!r}")
+        check(h.stdout.startswith(f"usage: uvcl {cmd}"), f"{' '.join(args)} starts with its usage: {h.stdout[:80]!r}")
+    described = {m for m in re.findall(r"^\s+(--[a-z-]+)", h.stdout, re.M)}
+    check(len(options) >= 1, f"{cmd}: options in its usage line")
+    for o in options + ["--help"]:
+        check(o in described, f"uvcl {cmd} --help describes {o}")
+    for o in described:
+        check(o in options or o == "--help", f"uvcl {cmd} --help describes {o}, which its usage line lacks")
+h = run("run", "--help")
+check("DIR/NAME.npy" in h.stdout and "made if missing" in h.stdout, "run --help says what --out writes")
+check("one object per command" in h.stdout and "waits" in h.stdout, "run --help says what --schedule writes")
+h = run("nope", "--help")
+check(h.returncode == 2 and "unknown command 'nope'" in h.stderr, f"an unknown command's --help: {h.stderr!r}")
+
+# --- uvcl run: --no-outputs, --quiet, --out ------------------------------------
+
+p = run("run", SAXPY)
+check(p.returncode == 0, f"run saxpy: {p.stderr}")
+full = json.loads(p.stdout) if p.returncode == 0 else {}
+check(len(full.get("outputs", {})) >= 1, "run prints the outputs")
+for flag in ("--no-outputs", "--quiet"):
+    p = run("run", SAXPY, flag)
+    check(p.returncode == 0, f"run {flag}: exit {p.returncode}: {p.stderr}")
+    if p.returncode == 0:
+        out = json.loads(p.stdout)
+        check(out["outputs"] == {}, f"run {flag}: no outputs printed: {p.stdout[:200]!r}")
+        check(out["stats"]["launches"] == full.get("stats", {}).get("launches"), f"run {flag}: the stats stay")
+        check("device" in out, f"run {flag}: the device stays")
+with tempfile.TemporaryDirectory() as tmp:
+    out_dir = os.path.join(tmp, "new", "dir")
+    p = run("run", SAXPY, "--no-outputs", "--out", out_dir)
+    check(p.returncode == 0 and os.path.isdir(out_dir), f"--out makes DIR: {p.stderr}")
+    names = {f"{name}.npy" for name in full.get("outputs", {})}
+    check(names and set(os.listdir(out_dir)) == names, f"--out writes NAME.npy per output: {os.listdir(out_dir)}")
+    for n in names:
+        with open(os.path.join(out_dir, n), "rb") as f:
+            check(f.read(6) == b"\x93NUMPY", f"{n} is a .npy file")
+    blocker = os.path.join(tmp, "file")
+    open(blocker, "w").close()
+    p = run("run", SAXPY, "--out", os.path.join(blocker, "sub"))
+    check(p.returncode == 1 and "--out" in p.stderr and p.stdout == "", f"--out under a file: {p.stderr!r}")
+
+# --- uvcl tune --json ---------------------------------------------------------
+
+p = run("tune", SAXPY, "--local", "16,48,64", "--reps", "2", "--json")
+check(p.returncode == 0, f"tune --json: exit {p.returncode}: {p.stderr}")
+if p.returncode == 0:
+    rep = json.loads(p.stdout)
+    check(rep["launch"] == 0 and rep["kernel"] == "saxpy" and rep["global"] == [1024], f"tune --json head: {rep}")
+    check(rep["reps"] == 2 and rep["warmup"] == 1 and isinstance(rep["device_name"], str), f"tune --json: {rep}")
+    rows = rep["rows"]
+    check([r["local"] for r in rows] == [[16], [48], [64]], f"tune --json rows: {rows}")
+    check("skipped" in rows[1] and "multiple" in rows[1]["skipped"], f"48 is skipped: {rows[1]}")
+    timed = [r for r in rows if "median_ns" in r]
+    check(len(timed) == 2 and all(len(r["device_ns"]) == 2 and r["min_ns"] <= r["median_ns"] <= r["max_ns"]
+                                  for r in timed), f"timed rows: {timed}")
+    if timed:
+        best = min(timed, key=lambda r: r["median_ns"])
+        check(rep["fastest"] == {"local": best["local"], "median_ns": best["median_ns"]}, f"fastest: {rep['fastest']}")
 
 if failures:
     print(f"{len(failures)} failure(s)", file=sys.stderr)

@@ -9,6 +9,7 @@
 #include <new>
 
 #include "engine_fixture.hpp"
+#include "uvcl/uvcl.h"
 
 namespace {
 std::atomic<long> g_allocations{0};
@@ -64,6 +65,73 @@ TEST(Allocations, ALaunchAllocatesNothingInSteadyState) {
     // (100 launches), not per launch.
     EXPECT_LT(per_launch, 0.1) << (events == CommandEvents::All ? "all" : "awaited");
   }
+}
+
+// A callback per launch, as a function and a pointer (Engine::launch's
+// overload, and uvcl_launch of the C API, which reuses one uvcl::Launch per
+// engine): no allocation for the callback either.
+void count_done(int status, const char*, void* user_data) {
+  auto* counts = static_cast<std::pair<long, long>*>(user_data);
+  ++(status == 0 ? counts->first : counts->second);
+}
+
+TEST(Allocations, ALaunchWithAFunctionCallbackAllocatesNothingInSteadyState) {
+  auto made = Engine::create(test_config());
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = *made.value();
+  auto p = e.compile_sync(0, kTwiceKernel);
+  ASSERT_TRUE(p.ok());
+  auto k = e.kernel(*p, "twice");
+  auto b = e.allocate(0, 64 * 4);
+  ASSERT_TRUE(k.ok() && b.ok());
+  const Launch l{*k, {KernelArg::of(*b), KernelArg::value<std::uint32_t>(64)}, {64}};
+  std::pair<long, long> counts{0, 0};
+  for (int i = 0; i < 3000; ++i) ASSERT_TRUE(e.launch(l, count_done, &counts).ok());
+  ASSERT_TRUE(e.finish().ok());
+  constexpr int kLaunches = 20000;
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < kLaunches; ++i) EXPECT_TRUE(e.launch(l, count_done, &counts).ok());
+  g_counting = false;
+  const double per_launch = static_cast<double>(g_allocations.load()) / kLaunches;
+  ASSERT_TRUE(e.finish().ok());
+  std::printf("C++ launch with a function callback: %.3f heap allocations per launch\n", per_launch);
+  EXPECT_LT(per_launch, 0.1);
+  EXPECT_EQ(counts.first, 3000 + kLaunches);  // exactly once each, all succeeded
+  EXPECT_EQ(counts.second, 0);
+}
+
+TEST(Allocations, ACApiLaunchWithACallbackAllocatesNothingInSteadyState) {
+  uvcl_engine_t* e = nullptr;
+  ASSERT_EQ(uvcl_engine_create(&e, nullptr, nullptr), 0) << uvcl_engine_last_error(e);
+  uvcl_program_t prog = 0;
+  uvcl_kernel_t k = 0;
+  uvcl_buffer_t b = 0;
+  ASSERT_EQ(uvcl_compile_sync(e, 0, kTwiceKernel, nullptr, UVCL_BUILD_OPTIONS_ADD, &prog), 0);
+  ASSERT_EQ(uvcl_kernel_create(e, prog, "twice", nullptr, 0, &k), 0);
+  ASSERT_EQ(uvcl_buffer_allocate(e, 0, 64 * 4, &b), 0);
+  const uvcl_arg_t args[2] = {uvcl_arg_buffer(b), uvcl_arg_uint(64)};
+  uvcl_launch_t l{};
+  l.kernel = k;
+  l.args = args;
+  l.arg_count = 2;
+  l.dims = 1;
+  l.global[0] = 64;
+  std::pair<long, long> counts{0, 0};
+  for (int i = 0; i < 3000; ++i) ASSERT_EQ(uvcl_launch(e, &l, count_done, &counts), 0);
+  ASSERT_EQ(uvcl_finish(e), 0);
+  constexpr int kLaunches = 20000;
+  g_allocations = 0;
+  g_counting = true;
+  for (int i = 0; i < kLaunches; ++i) EXPECT_EQ(uvcl_launch(e, &l, count_done, &counts), 0);
+  g_counting = false;
+  const double per_launch = static_cast<double>(g_allocations.load()) / kLaunches;
+  ASSERT_EQ(uvcl_finish(e), 0) << uvcl_engine_last_error(e);
+  std::printf("C API launch with a callback: %.3f heap allocations per launch\n", per_launch);
+  EXPECT_LT(per_launch, 0.1);
+  EXPECT_EQ(counts.first, 3000 + kLaunches);
+  EXPECT_EQ(counts.second, 0);
+  uvcl_engine_destroy(e);
 }
 
 }  // namespace uvcl::testing::alloc
