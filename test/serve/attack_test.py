@@ -277,12 +277,4 @@ def main():
 
 
 if __name__ == "__main__":
-    try:
-        code = main()
-    finally:
-        shutil.rmtree(st.TMP, ignore_errors=True)
-    if code == 77:
-        sys.exit(77)
-    print(f"took {time.monotonic() - st.T0:.1f} s")
-    print(f"serve-attack: {st.passed} passed, {len(st.failed)} failed")
-    sys.exit(1 if st.failed or code else 0)
+    st.run_script("serve-attack", main)

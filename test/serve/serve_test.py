@@ -519,13 +519,19 @@ def main():
     return 0
 
 
-if __name__ == "__main__":
+def run_script(name, main_fn):
+    """Runs a serve test script's main and exits: 77 (skipped) as main says, else with the tally line
+    "NAME: N passed, N failed" and 1 if any check failed. The temporary folder goes either way."""
     try:
-        code = main()
+        code = main_fn()
     finally:
         shutil.rmtree(TMP, ignore_errors=True)
     if code == 77:
         sys.exit(77)
     print(f"took {time.monotonic() - T0:.1f} s")
-    print(f"serve: {passed} passed, {len(failed)} failed")
+    print(f"{name}: {passed} passed, {len(failed)} failed")
     sys.exit(1 if failed or code else 0)
+
+
+if __name__ == "__main__":
+    run_script("serve", main)
