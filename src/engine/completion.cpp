@@ -43,26 +43,42 @@ bool Engine::Impl::is_complete(CommandId id) const {
   const CommandRec* r = commands.find(id);
   if (!r || sched::device_done(r->state) || r->seen_done) return true;  // no record: final
   if (r->queue == sched::kNoQueue) return false;  // pending, or a user event: completed by us
+  DeviceCtx& d = *devices[r->device];
+  const CommandId by_id = Completion::completing_id(d, id, r->queue);
+  if (by_id == 0) return false;  // its fence comes with the next flush
   // Const in the scheduler's eyes; the flags below cache driver state.
-  CommandRec* by = const_cast<Engine::Impl*>(this)->completion.completed_by(*devices[r->device], id, r->queue);
-  if (!by) return false;  // its fence comes with the next flush
-  if (!by->seen_done) {
+  CommandRec& by = *const_cast<Engine::Impl*>(this)->commands.find(by_id);
+  if (!by.seen_done) {
+    // While a window is submitted, an event read unfinished is taken as
+    // still unfinished, and so is every later one of its queue: asking the
+    // driver again for each command of the window is a call per launch.
+    Queue& q = d.queues[r->queue];
+    if (d.submitting && q.unfinished_from != 0 && by_id >= q.unfinished_from) return false;
     ++status_queries;
     cl_int status = CL_QUEUED;
-    if (api->clGetEventInfo(by->event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+    if (api->clGetEventInfo(by.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
             CL_SUCCESS ||
-        status > CL_COMPLETE)
+        status > CL_COMPLETE) {
+      if (d.submitting) q.unfinished_from = by_id;
       return false;
-    by->seen_done = true;
+    }
+    by.seen_done = true;
   }
   const_cast<CommandRec*>(r)->seen_done = true;
   return true;
 }
 
-CommandRec* Completion::completed_by(const DeviceCtx& d, CommandId id, QueueIndex q) {
+CommandId Completion::completing_id(const DeviceCtx& d, CommandId id, QueueIndex q) {
   const std::deque<CommandId>& f = d.queues[q].evented;
-  auto it = std::lower_bound(f.begin(), f.end(), id);
-  return it == f.end() ? nullptr : e.commands.find(*it);
+  // Usual on the launch path: the command is newer than the queue's last
+  // event (what it waits for was just submitted), no search needed.
+  if (f.empty() || f.back() < id) return 0;
+  return *std::lower_bound(f.begin(), f.end(), id);
+}
+
+CommandRec* Completion::completed_by(const DeviceCtx& d, CommandId id, QueueIndex q) {
+  const CommandId by = completing_id(d, id, q);
+  return by ? e.commands.find(by) : nullptr;
 }
 
 // --- completions --------------------------------------------------------------

@@ -38,6 +38,8 @@ struct Completion {
   // The first command at or after `id` on its queue that has an event (so
   // completes with it), or nullptr.
   CommandRec* completed_by(const DeviceCtx& d, CommandId id, QueueIndex q);
+  // The id of that command (0: none yet).
+  static CommandId completing_id(const DeviceCtx& d, CommandId id, QueueIndex q);
   void collect_completions();
   bool collect_group(DeviceCtx& d, QueueIndex qi);  // true: the queue's first commands completed
   // failed_ahead: the failed command completed just before it on its

@@ -134,7 +134,12 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // The device `what` (an API call's name) is asked for: in range, not lost.
   Result<DeviceCtx*> usable_device(std::size_t device, const char* what);
   // launch.cpp
-  Result<Command> resolve_launch(const Launch& l, Op op);
+  // A launch: its live kernel, then the command checked and filled in place
+  // (resolve_launch), then enqueued after `finish` (callbacks) has run.
+  Result<KernelRec*> launched_kernel(const Launch& l);
+  Result<void> resolve_launch(const Launch& l, Op op, KernelRec& k, Command& c);
+  template <class Finish>  // void(Command&); defined in launch.cpp, its only user
+  Result<void> enqueue_launch(const Launch& l, Op op, Finish&& finish);
   void lose_device(std::uint32_t device, const Error& why);
 };
 

@@ -56,12 +56,15 @@ std::optional<std::uint64_t> integer_value(const Scalar& s) {
 
 }  // namespace
 
-Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
+Result<KernelRec*> Engine::Impl::launched_kernel(const Launch& l) {
   UVCL_TRY(refuse_if_closing("launch"));
   auto kit = progs.kernels.find(l.kernel.id);
   if (kit == progs.kernels.end() || kit->second.released)
     return Error{Status::InvalidArgument, "launch: kernel " + std::to_string(l.kernel.id) + " is not a live kernel"};
-  KernelRec& k = kit->second;
+  return &kit->second;
+}
+
+Result<void> Engine::Impl::resolve_launch(const Launch& l, Op op, KernelRec& k, Command& c) {
   // Messages are built only on error: a launch must not pay for them.
   auto where = [&k] { return "launch of kernel " + k.name; };
   DeviceCtx& d = *devices[k.device];
@@ -70,11 +73,10 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   if (l.args.size() != k.params.size())
     return Error{Status::IncorrectKernelArg, where() + ": the kernel takes " + std::to_string(k.params.size()) +
                                                  " arguments, got " + std::to_string(l.args.size())};
-  Command c;
   c.op = op;
   c.tag = l.tag;
   c.kernel = l.kernel.id;
-  c.kernel_rec = &kit->second;
+  c.kernel_rec = &k;
   for (std::size_t i = 0; i < l.args.size(); ++i) {
     const KernelArg& a = l.args[i];
     const KernelParam& p = k.params[i];
@@ -173,65 +175,66 @@ Result<Command> Engine::Impl::resolve_launch(const Launch& l, Op op) {
   if (c.has_local && group > max_group)
     return Error{Status::KernelLaunch, where() + ": work-group of " + std::to_string(group) +
                                            " work-items exceeds the limit " + std::to_string(max_group)};
-  return c;
-}
-
-Result<void> Engine::launch(const Launch& l) {
-  Impl& e = *impl_;
-  auto c = e.resolve_launch(l, Op::Launch);
-  if (!c) return std::move(c).error();
-  const std::uint32_t device = e.progs.kernels.at(l.kernel.id).device;
-  ++e.counters.launches;
-  e.submitter.enqueue(device, std::move(c.value()));
   return {};
 }
+
+template <class Finish>
+Result<void> Engine::Impl::enqueue_launch(const Launch& l, Op op, Finish&& finish) {
+  auto k = launched_kernel(l);
+  if (!k) return std::move(k).error();
+  const std::uint32_t device = (*k)->device;
+  Command& c = submitter.stage(device);
+  if (auto ok = resolve_launch(l, op, **k, c); !ok) {
+    submitter.unstage(device);
+    return ok;
+  }
+  finish(c);
+  ++counters.launches;
+  submitter.commit(device);
+  return {};
+}
+
+Result<void> Engine::launch(const Launch& l) { return impl_->enqueue_launch(l, Op::Launch, [](Command&) {}); }
 
 Result<void> Engine::launch(const Launch& l, LaunchDoneFn on_done, void* user_data) {
   if (on_done == nullptr) return launch(l);
-  Impl& e = *impl_;
-  auto c = e.resolve_launch(l, Op::Launch);
-  if (!c) return std::move(c).error();
-  const std::uint32_t device = e.progs.kernels.at(l.kernel.id).device;
-  Command& cmd = c.value();
-  cmd.wants_callback = true;  // someone waits: ask the driver for a completion callback
-  // Two pointers: held inside the std::function, no allocation.
-  cmd.on_final = [on_done, user_data](CommandId, const std::optional<Error>& err) {
-    if (!err) {
-      on_done(0, nullptr, user_data);
-      return;
-    }
-    const std::string text = err->to_string();
-    on_done(-static_cast<int>(err->status), text.c_str(), user_data);
-  };
-  ++e.counters.launches;
-  e.submitter.enqueue(device, std::move(cmd));
-  return {};
+  return impl_->enqueue_launch(l, Op::Launch, [on_done, user_data](Command& cmd) {
+    cmd.wants_callback = true;  // someone waits: ask the driver for a completion callback
+    // Two pointers: held inside the std::function, no allocation.
+    cmd.on_final = [on_done, user_data](CommandId, const std::optional<Error>& err) {
+      if (!err) {
+        on_done(0, nullptr, user_data);
+        return;
+      }
+      const std::string text = err->to_string();
+      on_done(-static_cast<int>(err->status), text.c_str(), user_data);
+    };
+  });
 }
 
 std::weak_ptr<const void> Engine::lifetime() const { return impl_->lifetime; }
 
 Result<void> Engine::check_launch(const Launch& l) {
-  auto c = impl_->resolve_launch(l, Op::Launch);
-  if (!c) return std::move(c).error();
-  return {};
+  auto k = impl_->launched_kernel(l);
+  if (!k) return std::move(k).error();
+  Command c;
+  return impl_->resolve_launch(l, Op::Launch, **k, c);
 }
 
 Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
   Impl& e = *impl_;
   if (!on_timed) return Error{Status::InvalidArgument, "timed_launch: a callback is required (it receives the timing)"};
-  auto c = e.resolve_launch(l, Op::Timed);
-  if (!c) return std::move(c).error();
-  const std::uint32_t device = e.progs.kernels.at(l.kernel.id).device;
-  Command& cmd = c.value();
-  cmd.wants_callback = true;
-  ++e.counters.launches;
-  cmd.on_final = [&e, cb = std::move(on_timed)](CommandId id, const std::optional<Error>& err) {
-    std::optional<Result<Timing>> t = std::move(e.commands.find(id)->timing);  // the record lives until after this
-    if (err) cb(*err);
-    else if (!t) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
-    else cb(std::move(*t));
-  };
-  e.submitter.enqueue(device, std::move(cmd));
+  std::uint32_t device = 0;
+  UVCL_TRY(e.enqueue_launch(l, Op::Timed, [&e, &on_timed, &device](Command& cmd) {
+    cmd.wants_callback = true;
+    device = cmd.kernel_rec->device;
+    cmd.on_final = [&e, cb = std::move(on_timed)](CommandId id, const std::optional<Error>& err) {
+      std::optional<Result<Timing>> t = std::move(e.commands.find(id)->timing);  // the record lives until after this
+      if (err) cb(*err);
+      else if (!t) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
+      else cb(std::move(*t));
+    };
+  }));
   e.submitter.submit_window(device);  // a sync point
   return {};
 }

@@ -50,7 +50,7 @@ struct Command {
   CommandId id = 0;
   Op op = Op::Launch;
   std::uint64_t tag = 0;
-  sched::ScratchList<Access, 4> accesses;
+  sched::ScratchList<Access, 8> accesses;
   std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
   // Launch / Timed
   std::uint64_t kernel = 0;
@@ -87,7 +87,7 @@ struct CommandRec {
   std::uint64_t tag = 0;
   std::uint64_t submit_ns = 0;
   sched::GraphNode node;                          // its place in the dependency graph
-  sched::ScratchList<std::uint64_t, 4> written;  // buffers it writes: poisoned if it fails
+  sched::ScratchList<std::uint64_t, 8> written;  // buffers it writes: poisoned if it fails
   std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
   FinalHook hook;                      // runs once, when final
   std::optional<Error> outcome;        // Parked: a failure known before the device finished
@@ -119,6 +119,9 @@ struct Queue {
   // fails the commands enqueued while it was pending), and the errors of
   // those commands name it.
   CommandId failed_ahead = 0;
+  // While its device's window is submitted: the oldest event of this queue
+  // read unfinished during that submission (0: none). Cleared after it.
+  CommandId unfinished_from = 0;
 };
 
 struct DeviceCtx;

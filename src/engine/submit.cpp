@@ -40,6 +40,17 @@ bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
 // --- windows ----------------------------------------------------------------
 
 CommandId Submitter::enqueue(std::uint32_t device, Command c) {
+  stage(device) = std::move(c);
+  return commit(device);
+}
+
+Command& Submitter::stage(std::uint32_t device) { return e.devices[device]->window.emplace(); }
+
+void Submitter::unstage(std::uint32_t device) { e.devices[device]->window.pop_back(); }
+
+CommandId Submitter::commit(std::uint32_t device) {
+  DeviceCtx& d = *e.devices[device];
+  Command& c = d.window.back();
   c.id = e.commands.next_id();
   CommandRec& r = e.commands.add();
   r.op = c.op;
@@ -56,8 +67,7 @@ CommandId Submitter::enqueue(std::uint32_t device, Command c) {
     ++c.kernel_rec->uses;
   }
   const CommandId id = c.id;
-  DeviceCtx& d = *e.devices[device];
-  if (d.window.push(std::move(c))) submit_window(device);
+  if (d.window.full()) submit_window(device);
   e.update_busy();
   return id;
 }
@@ -80,6 +90,7 @@ void Submitter::submit_window(std::uint32_t device) {
     submitted += cmds.size();
   }
   d.submitting = false;
+  for (Queue& q : d.queues) q.unfinished_from = 0;
   flush_dirty_queues(d);
   ++e.counters.flushes;
   if (e.trace)
@@ -157,7 +168,10 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
   for (CommandId p : c.extra_producers) producers.push_back(p);
   for (const Access& a : c.accesses) {
     const BufferRec& b = *a.rec;
-    if (a.read && b.hazards.writer) producers.push_back(b.hazards.writer->id);
+    if (!a.read || !b.hazards.writer) continue;
+    // A command that wrote several of its inputs is one producer, once.
+    const CommandId p = b.hazards.writer->id;
+    if (std::find(producers.begin(), producers.end(), p) == producers.end()) producers.push_back(p);
   }
   e.graph.add(c.id, producers.span());
   if (!e.graph.state(c.id)) {  // an input's producer had failed: the graph failed it already
@@ -280,7 +294,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
   r.event = done.event;
   r.gate = done.gate;
   r.queue = q;
-  r.submit_ns = uv_hrtime();
+  if (c.op == Op::Timed || e.trace) r.submit_ns = uv_hrtime();  // read by timings and traces only
   for (const Access& a : c.accesses)
     if (a.write) r.written.push_back(a.buffer);
   e.completion.transition(r, sched::CommandEvent::Submit);

@@ -16,6 +16,13 @@ struct Submitter {
   Engine::Impl& e;
 
   CommandId enqueue(std::uint32_t device, Command c);  // into the window; may submit
+  // The same in two steps, for a command built in place in the window:
+  // stage() gives a fresh command at its back, then either commit() (as
+  // enqueue) or unstage() (filling it failed) — nothing in between may
+  // touch the device's window.
+  Command& stage(std::uint32_t device);
+  CommandId commit(std::uint32_t device);
+  void unstage(std::uint32_t device);
   void submit_window(std::uint32_t device);
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);

@@ -70,7 +70,7 @@ void CommandGraph::settle_from(CommandId first) {
     work.pop_back();
     GraphNode* n = live(id);
     if (!n || n->state != DependencyState::Complete || n->pending_producers != 0) continue;
-    const ScratchList<CommandId, 2> dependents = std::move(n->dependents);
+    const ScratchList<CommandId, 4> dependents = std::move(n->dependents);
     retire(*n);
     outcomes_.push_back(Outcome{id, std::nullopt});
     for (CommandId d : dependents) {
@@ -99,7 +99,7 @@ void CommandGraph::fail_from(CommandId first, Error error) {
     if (!n || n->state == DependencyState::Failed) continue;
     const bool awaits_event = n->state == DependencyState::Submitted;
     transition(*n, DependencyEvent::Fail);
-    const ScratchList<CommandId, 2> dependents = std::move(n->dependents);
+    const ScratchList<CommandId, 4> dependents = std::move(n->dependents);
     n->dependents.clear();
     outcomes_.push_back(Outcome{id, id == first ? error : downstream});
     if (sink_) sink_->on_failed(id, outcomes_.back().error.value());

@@ -41,7 +41,7 @@ class FailureSink {
 struct GraphNode {
   DependencyState state = DependencyState::Pending;
   std::uint32_t pending_producers = 0;
-  ScratchList<CommandId, 2> dependents;
+  ScratchList<CommandId, 4> dependents;
   bool live = false;  // between add() and retirement
 };
 

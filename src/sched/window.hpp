@@ -18,8 +18,15 @@ class Window {
   // Returns true when the window is now full and must be submitted.
   bool push(Command c) {
     items_.push_back(std::move(c));
-    return items_.size() >= capacity_;
+    return full();
   }
+  // A new command made in place at the back, for the caller to fill: a
+  // command is large, and a launch should not pay for moving it around.
+  Command& emplace() { return items_.emplace_back(); }
+  // Drops the newest command (an emplace() whose filling failed).
+  void pop_back() { items_.pop_back(); }
+  Command& back() { return items_.back(); }
+  bool full() const { return items_.size() >= capacity_; }
   // Takes every command, oldest first, leaving the window empty.
   std::vector<Command> take() {
     std::vector<Command> out;

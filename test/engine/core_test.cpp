@@ -93,6 +93,32 @@ TEST_F(Core, ReleasesBehindASlowKernelAskTheDriverNothing) {
   EXPECT_EQ(eng().stats().live_buffers, live0 - kBuffers) << "dying buffers were not freed once their uses completed";
 }
 
+// Commands placed behind a running kernel ask whether it is done to choose
+// their queue and drop satisfied waits. Within one window's submission the
+// answer does not change for the better often enough to ask the driver for
+// every command: one status read per queue per window, not one per command.
+TEST_F(Core, CommandsBehindARunningKernelReadItsStatusOncePerWindow) {
+  const std::uint32_t iters = util::spin_iters_for(eng(), spin_, 150);
+  auto in = eng().allocate(0, 4);
+  auto out = eng().allocate(0, 4);
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_TRUE(eng().launch(make_launch(spin_, {buf(*in), buf(*out), u32(iters), u32(1)}, {1})).ok());
+  eng().poll();  // submitted and fenced: its status can be read
+  constexpr int kCopies = 100;  // one default window
+  std::vector<Buffer> bufs;
+  for (int i = 0; i < kCopies; ++i) {
+    auto b = eng().allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    bufs.push_back(*b);
+  }
+  const std::uint64_t queries0 = eng().stats().status_queries;
+  for (Buffer b : bufs) ASSERT_TRUE(eng().copy(*out, 0, b, 0, 4).ok());  // the last one fills the window
+  const std::uint64_t queries = eng().stats().status_queries - queries0;
+  ASSERT_EQ(eng().stats().pending, 0u) << "the window was not submitted";
+  ASSERT_TRUE(eng().finish().ok());
+  EXPECT_LE(queries, 1u) << "the running kernel's status was read for every command placed behind it";
+}
+
 // A timed launch exists for its callback: an empty one is refused. A
 // borrowed write may go without on_done (the caller keeps its bytes until
 // finish()), also from host memory released while the write is in flight.
