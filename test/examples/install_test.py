@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 
+from checks import Checks
+
 PROGRAM = r"""
 #include <cstdio>
 #include <cstring>
@@ -68,7 +70,7 @@ target_link_libraries(hello PRIVATE uvcl::uvcl)
 """
 
 
-def cmake_consumer(a, dest, prefix, tmp, find, check, env, failures):
+def cmake_consumer(a, dest, prefix, tmp, find, check, env):
     """find_package(uvcl) from the installed tree, then the program runs."""
     configs = find(r"/cmake/uvcl/uvclConfig\.cmake$")
     versions = find(r"/cmake/uvcl/uvclConfigVersion\.cmake$")
@@ -96,8 +98,7 @@ def cmake_consumer(a, dest, prefix, tmp, find, check, env, failures):
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)
     check(r.returncode == 0 and "installed uvcl: ok" in r.stdout, "the CMake consumer runs a kernel")
-    print("install_test:", "ok" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.exit_code()
 
 
 def main():
@@ -110,13 +111,7 @@ def main():
     ap.add_argument("--consumer", choices=["pkgconfig", "cmake"], default="pkgconfig")
     ap.add_argument("--keep", action="store_true")
     a = ap.parse_args()
-    failures = []
-
-    def check(cond, what):
-        print(("ok:   " if cond else "FAIL: ") + what)
-        if not cond:
-            failures.append(what)
-        return cond
+    check = Checks("install_test")
 
     tmp = tempfile.mkdtemp(prefix="uvcl-install-")
     dest = os.path.join(tmp, "dest")
@@ -173,7 +168,7 @@ def main():
         prefix = re.search(r"^prefix=(.*)$", pc, re.M).group(1).strip()
 
         if a.consumer == "cmake":
-            return cmake_consumer(a, dest, prefix, tmp, find, check, env, failures)
+            return cmake_consumer(a, dest, prefix, tmp, find, check, env)
 
         # Compile and run a tiny program against the installed tree.
         env["PKG_CONFIG_PATH"] = os.path.dirname(pc_path) + os.pathsep + env.get("PKG_CONFIG_PATH", "")
@@ -212,8 +207,7 @@ def main():
             print("kept", tmp)
         else:
             shutil.rmtree(tmp, ignore_errors=True)
-    print("install_test:", "ok" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":

@@ -18,18 +18,14 @@ import subprocess
 import sys
 import tempfile
 
+from checks import Checks
+
 PHASES = {"X", "B", "E", "i", "I", "M", "s", "t", "f", "C", "b", "e", "n"}
 
 
 def main():
     uvcl, job = sys.argv[1], sys.argv[2]
-    failures = []
-
-    def check(cond, what):
-        print(("ok:   " if cond else "FAIL: ") + what)
-        if not cond:
-            failures.append(what)
-        return cond
+    check = Checks("trace_test")
 
     env = dict(os.environ)
     env["POCL_DEVICES"] = "pthread pthread"  # two devices: two device processes
@@ -84,8 +80,7 @@ def main():
     queues = {(e["pid"], e["tid"]) for e in boxes if e.get("cat") == "command"}
     check(len(queues) > 1, f"the job's commands spread over more than one queue ({len(queues)} lanes)")
 
-    print("trace_test:", "ok" if not failures else f"{len(failures)} failures")
-    return 1 if failures else 0
+    return check.exit_code()
 
 
 if __name__ == "__main__":
