@@ -19,6 +19,8 @@
 
 #include <uv.h>
 
+#include "json/text.hpp"
+
 namespace bench {
 
 // A figure that cannot go on throws this; main records it and continues.
@@ -98,27 +100,6 @@ class Json {
   }
 
  private:
-  static void escape(std::string& out, const std::string& s) {
-    out += '"';
-    for (unsigned char c : s) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\u%04x", c);
-            out += buf;
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-    }
-    out += '"';
-  }
   void write(std::string& out, int indent) const {
     const std::string pad(static_cast<std::size_t>(indent) + 2, ' ');
     switch (type_) {
@@ -135,7 +116,7 @@ class Json {
         out += buf;
         break;
       }
-      case Type::String: escape(out, str_); break;
+      case Type::String: uvcl::json::append_string(out, str_); break;
       case Type::Array: {
         // Arrays of numbers stay on one line: sample lists are long.
         bool flat = std::all_of(items_.begin(), items_.end(),
@@ -155,7 +136,7 @@ class Json {
         for (std::size_t i = 0; i < members_.size(); ++i) {
           out += i ? ",\n" : "\n";
           out += pad;
-          escape(out, members_[i].first);
+          uvcl::json::append_string(out, members_[i].first);
           out += ": ";
           members_[i].second.write(out, indent + 2);
         }

@@ -6,13 +6,22 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build}
 
+# Building the library and the uvcl program, and running it on PoCL (the CPU
+# OpenCL). UVCL_SETUP=run (scripts/run-example.sh) stops there, and
+# configures the build directory without tests, examples and benchmarks.
 packages=(meson ninja-build g++ pkg-config python3 libuv1-dev libsimdjson-dev opencl-headers
-          ocl-icd-libopencl1 pocl-opencl-icd libgtest-dev libbenchmark-dev
-          libhttp-parser-dev curl oclgrind)
-# clang++ and libFuzzer (libclang_rt.fuzzer) for scripts/fuzz.sh, clang-tidy
-# and cppcheck for scripts/lint.sh: the test run uses both unless
-# UVCL_TEST_QUICK=1.
-if [[ ${UVCL_TEST_QUICK:-0} != 1 ]]; then packages+=(clang libclang-rt-14-dev clang-tidy cppcheck); fi
+          ocl-icd-libopencl1 pocl-opencl-icd libhttp-parser-dev)
+meson_args=()
+if [[ ${UVCL_SETUP:-} == run ]]; then
+  meson_args=(-Dtests=disabled -Dexamples=disabled -Dbenchmarks=disabled)
+else
+  # The test suite: GoogleTest, curl (serve tests), Oclgrind (a second platform).
+  packages+=(libgtest-dev libbenchmark-dev curl oclgrind)
+  # clang++ and libFuzzer (libclang_rt.fuzzer) for scripts/fuzz.sh, clang-tidy
+  # and cppcheck for scripts/lint.sh: the test run uses both unless
+  # UVCL_TEST_QUICK=1.
+  if [[ ${UVCL_TEST_QUICK:-0} != 1 ]]; then packages+=(clang libclang-rt-14-dev clang-tidy cppcheck); fi
+fi
 # More packages a caller needs (scripts/bench.sh: pyopencl and matplotlib).
 read -r -a extra <<<"${UVCL_SETUP_EXTRA:-}"
 packages+=("${extra[@]}")
@@ -31,6 +40,6 @@ fi
 [ "$build" = --deps-only ] && exit 0
 
 if [ ! -f "$build/build.ninja" ]; then
-  meson setup "$build" --buildtype=debugoptimized >/dev/null
+  meson setup "$build" --buildtype=debugoptimized "${meson_args[@]}" >/dev/null
 fi
 ninja -C "$build" >/dev/null

@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "json/text.hpp"
+
 namespace uvcl {
 
 const char* device_type_name(DeviceType t) noexcept {
@@ -258,77 +260,18 @@ void print_device(const DeviceInfo& d) {
 
 // JSON output ---------------------------------------------------------------
 
-void append_json_string(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  out += '"';
-  std::size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    if (b < 0x80) {
-      switch (b) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (b < 0x20) {
-            out += "\\u00";
-            out += kHex[b >> 4];
-            out += kHex[b & 0xF];
-          } else {
-            out += static_cast<char>(b);
-          }
-      }
-      ++i;
-      continue;
-    }
-    // Driver strings are not promised to be UTF-8; a JSON reader (simdjson
-    // among them) rejects a document with invalid bytes, so each one that is
-    // not part of a well-formed sequence becomes U+FFFD.
-    std::size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      if (b == 0xE0) lo = 0xA0;  // overlong
-      if (b == 0xED) hi = 0x9F;  // surrogates
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      if (b == 0xF0) lo = 0x90;  // overlong
-      if (b == 0xF4) hi = 0x8F;  // beyond U+10FFFF
-    }
-    bool valid = len != 0 && i + len <= s.size();
-    for (std::size_t k = 1; valid && k < len; ++k) {
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      valid = k == 1 ? (c >= lo && c <= hi) : (c >= 0x80 && c <= 0xBF);
-    }
-    if (valid) {
-      out.append(s.substr(i, len));
-      i += len;
-    } else {
-      out += "\xEF\xBF\xBD";
-      ++i;
-    }
-  }
-  out += '"';
-}
-
 class JsonObject {
  public:
   explicit JsonObject(std::string& out) : out_(out) { out_ += '{'; }
   void key(const char* k) {
     if (!first_) out_ += ',';
     first_ = false;
-    append_json_string(out_, k);
+    json::append_string(out_, k);
     out_ += ':';
   }
   void field(const char* k, std::string_view v) {
     key(k);
-    append_json_string(out_, v);
+    json::append_string(out_, v);
   }
   void field(const char* k, bool v) {
     key(k);

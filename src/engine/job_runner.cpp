@@ -827,23 +827,6 @@ void append_output(std::string& out, const Output& o) {
   }
 }
 
-std::string json_string(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += c;
-    } else if (static_cast<unsigned char>(c) < 0x20) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      out += buf;
-    } else {
-      out += c;
-    }
-  }
-  return out + "\"";
-}
-
 const char* npy_descr(ScalarType t) {
   switch (t) {
     case ScalarType::Char: return "|i1";
@@ -892,7 +875,7 @@ std::string result_json(const Engine& engine, const RunResult& r) {
   std::string out = "{\"device\": " + cl::device_info_json(engine.device(r.device)) + ", \"outputs\": {";
   for (std::size_t i = 0; i < r.outputs.size(); ++i) {
     if (i) out += ", ";
-    out += json_string(r.outputs[i].name) + ": [";
+    out += json::quote(r.outputs[i].name) + ": [";
     append_output(out, r.outputs[i]);
     out += "]";
   }

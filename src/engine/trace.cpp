@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
+#include <utility>
+
+#include "json/text.hpp"
 
 namespace uvcl {
 
@@ -11,15 +15,6 @@ std::string us(std::uint64_t ns, std::uint64_t origin) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3f", static_cast<double>(ns - std::min(ns, origin)) / 1000.0);
   return buf;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) out += c;
-  }
-  return out + "\"";
 }
 
 }  // namespace
@@ -33,14 +28,30 @@ std::string Trace::json(const std::vector<std::string>& device_names) const {
   std::vector<std::string> ev;
   for (std::size_t d = 0; d < device_names.size(); ++d)
     ev.push_back("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(d) +
-                 ",\"args\":{\"name\":" + quoted("device " + std::to_string(d) + ": " + device_names[d]) + "}}");
+                 ",\"args\":{\"name\":" + json::quote("device " + std::to_string(d) + ": " + device_names[d]) + "}}");
   ev.push_back("{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":" + std::to_string(kHostPid) +
                ",\"args\":{\"name\":\"host (loop thread)\"}}");
+  // A name for every lane (thread_name metadata): "queue N" on a device,
+  // the host-completed commands (cross-device writes, user events) on their
+  // own lane, the window submissions on the host's.
+  std::set<std::pair<std::uint32_t, std::uint32_t>> lanes;
+  for (const TraceCommand& c : commands_) lanes.emplace(c.device, c.queue);
+  for (const auto& [device, queue] : lanes) {
+    const bool host_side = queue == 0xffffffffu;
+    ev.push_back("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(device) +
+                 ",\"tid\":" + (host_side ? "9999" : std::to_string(queue)) + ",\"args\":{\"name\":" +
+                 json::quote(host_side ? "host-completed (cross-device writes, user events)"
+                                       : "queue " + std::to_string(queue)) +
+                 "}}");
+  }
+  if (!host_.empty())
+    ev.push_back("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + std::to_string(kHostPid) +
+                 ",\"tid\":0,\"args\":{\"name\":\"window submissions\"}}");
   std::unordered_map<std::uint64_t, const TraceCommand*> by_id;
   for (const TraceCommand& c : commands_) by_id[c.id] = &c;
   for (const TraceCommand& c : commands_) {
     const std::string track = c.queue == 0xffffffffu ? "9999" : std::to_string(c.queue);
-    ev.push_back("{\"ph\":\"X\",\"name\":" + quoted(c.name) + ",\"cat\":\"command\",\"pid\":" +
+    ev.push_back("{\"ph\":\"X\",\"name\":" + json::quote(c.name) + ",\"cat\":\"command\",\"pid\":" +
                  std::to_string(c.device) + ",\"tid\":" + track + ",\"ts\":" + us(c.start_ns, origin) +
                  ",\"dur\":" + us(c.end_ns, c.start_ns) + ",\"args\":{\"id\":" + std::to_string(c.id) +
                  ",\"bytes\":" + std::to_string(c.bytes) + "}}");
@@ -58,7 +69,7 @@ std::string Trace::json(const std::vector<std::string>& device_names) const {
     }
   }
   for (const TraceHost& h : host_)
-    ev.push_back("{\"ph\":\"X\",\"name\":" + quoted(h.name) + ",\"cat\":\"host\",\"pid\":" +
+    ev.push_back("{\"ph\":\"X\",\"name\":" + json::quote(h.name) + ",\"cat\":\"host\",\"pid\":" +
                  std::to_string(kHostPid) + ",\"tid\":0,\"ts\":" + us(h.start_ns, origin) + ",\"dur\":" +
                  us(h.end_ns, h.start_ns) + ",\"args\":{\"commands\":" + std::to_string(h.commands) + "}}");
   std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";

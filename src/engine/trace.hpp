@@ -1,6 +1,7 @@
 // trace.hpp — a Chrome trace-event recording of what the engine did.
 //
-// One track per device queue (pid = device, tid = queue), each command with
+// One track per device queue (pid = device, tid = queue; process_name and
+// thread_name metadata name both), each command with
 // its device start/end from profiling events (opencl.profile: true; without
 // it, host submit and observed completion), cross-queue waits as flow
 // arrows, and the host-side window submissions on a "host" track. Opens in

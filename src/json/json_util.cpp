@@ -1,6 +1,5 @@
 #include "json/json_util.hpp"
 
-#include <cstdio>
 #include <cstring>
 #include <optional>
 
@@ -80,42 +79,6 @@ simdjson::error_code atom_error(char lead) noexcept {
   }
 }
 
-// Offset of the first byte that is not valid UTF-8 (the same rules simdjson
-// applies: no overlong forms, no surrogates, nothing past U+10FFFF).
-std::optional<std::size_t> first_invalid_utf8(std::string_view s) noexcept {
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const std::size_t n = s.size();
-  std::size_t i = 0;
-  while (i < n) {
-    const unsigned c = p[i];
-    if (c < 0x80) {
-      ++i;
-      continue;
-    }
-    std::size_t len = 0;
-    unsigned lo = 0x80, hi = 0xbf;  // allowed range of the second byte
-    if (c >= 0xc2 && c <= 0xdf) {
-      len = 2;
-    } else if (c >= 0xe0 && c <= 0xef) {
-      len = 3;
-      if (c == 0xe0) lo = 0xa0;
-      if (c == 0xed) hi = 0x9f;
-    } else if (c >= 0xf0 && c <= 0xf4) {
-      len = 4;
-      if (c == 0xf0) lo = 0x90;
-      if (c == 0xf4) hi = 0x8f;
-    } else {
-      return i;
-    }
-    if (i + len > n) return i;
-    if (p[i + 1] < lo || p[i + 1] > hi) return i;
-    for (std::size_t k = 2; k < len; ++k)
-      if (p[i + k] < 0x80 || p[i + k] > 0xbf) return i;
-    i += len;
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 // simdjson's first stage reports some errors without a position; find it.
@@ -168,32 +131,6 @@ void Path::append_to(std::string& out) const {
 std::string Path::str() const {
   std::string out;
   append_to(out);
-  return out;
-}
-
-std::string quote(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          out += buf;
-        } else {
-          out += ch;
-        }
-    }
-  }
-  out += '"';
   return out;
 }
 

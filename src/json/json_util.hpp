@@ -19,6 +19,7 @@
 #include <string_view>
 #include <unordered_set>
 
+#include "json/text.hpp"  // quote(): names in messages
 #include "uvcl/status.hpp"
 
 namespace uvcl::json {
@@ -51,9 +52,6 @@ class Path {
   std::size_t index_ = 0;
   Kind kind_ = Kind::Root;
 };
-
-// `s` as a JSON string literal, for naming things in messages.
-std::string quote(std::string_view s);
 
 // A value as a message shows it: its JSON text, cut to a readable length;
 // objects and arrays as "an object" / "an array".

@@ -9,9 +9,17 @@ dependency('uvcl') to the subproject. Meson uses the existing directory and
 never downloads (--wrap-mode=nodownload).
 
 Checks: the consumer configures and builds; uvcl built as a subproject
-defines no test, tool, example or benchmark target; the consumer's main.cpp
-carries the README's example verbatim; the program runs and prints
-"consumer: ok"; no compiler warning in the consumer's own code.
+defines no test, tool, example or benchmark target (nor the uvcl program's
+internal library); the consumer's main.cpp carries the README's example
+verbatim; the program runs (without LD_LIBRARY_PATH) and prints
+"consumer: ok"; no compiler warning in the consumer's own code. And under a
+debug parent (a second, configure-only build directory), libuvcl and
+uvcl-compiler are compiled with -O2 (subproject_optimization's default) while
+the consumer's own code keeps -O0.
+
+The kept build passes -Duvcl:subproject_optimization=inherit so that its
+buildtype (plain by default: no optimisation, no debug info) applies to uvcl
+too and compiling it stays fast.
 
 Speed: nearly all of the test's time is compiling uvcl once more as the
 consumer's subproject (about 60 s of a 64 s run on a 2-core machine; setup
@@ -106,14 +114,39 @@ def main():
         os.symlink(src, os.path.join(proj, "subprojects", "uvcl"))
         env = dict(os.environ)
         env.pop("MESON_TESTTHREADS", None)
+        env.pop("LD_LIBRARY_PATH", None)
+
+        # Under a debug parent, uvcl's library is still optimized.
+        flags_dir = os.path.join(tmp, "flags")
+        shutil.rmtree(flags_dir, ignore_errors=True)
+        p = run(meson + ["setup", flags_dir, proj, "--wrap-mode=nodownload", "--force-fallback-for=uvcl",
+                         "--buildtype=debug"], env=env)
+        if p.returncode != 0:
+            print(p.stdout[-6000:], p.stderr[-6000:])
+            failures.append("meson setup of the consumer (buildtype debug) failed")
+            raise Stop()
+        opt = {}
+        for c in json.load(open(os.path.join(flags_dir, "compile_commands.json"))):
+            where = "consumer" if c["file"].endswith("main.cpp") and "subprojects" not in c["file"] else (
+                "uvcl-compiler" if "uvcl_compiler.cpp" in c["file"] else "libuvcl")
+            levels = [w for w in shlex.split(c["command"]) if re.fullmatch(r"-O[0-3sg]", w)]
+            opt.setdefault(where, set()).add(levels[-1] if levels else "none")
+        print("optimization under a debug parent:", {k: sorted(v) for k, v in opt.items()})
+        if opt.get("libuvcl") != {"-O2"} or opt.get("uvcl-compiler") != {"-O2"}:
+            failures.append(f"under a debug parent, uvcl is not compiled with -O2: {opt}")
+        if opt.get("consumer") != {"-O0"}:
+            failures.append(f"the debug parent's own code is not -O0: {opt.get('consumer')}")
+        shutil.rmtree(flags_dir, ignore_errors=True)
+
         setup = meson + ["setup", build, proj, "--wrap-mode=nodownload", "--force-fallback-for=uvcl",
-                         f"--buildtype={a.buildtype}"]
+                         f"--buildtype={a.buildtype}", "-Duvcl:subproject_optimization=inherit"]
         if os.path.exists(os.path.join(build, "build.ninja")):
             # Kept from an earlier run: ninja reconfigures by itself if a
             # meson.build changed. The options must still be these.
             opts = run(meson + ["introspect", "--buildoptions", build])
             current = {o["name"]: o["value"] for o in json.loads(opts.stdout)} if opts.returncode == 0 else {}
-            if current.get("buildtype") != a.buildtype or current.get("wrap_mode") != "nodownload":
+            if (current.get("buildtype") != a.buildtype or current.get("wrap_mode") != "nodownload"
+                    or current.get("uvcl:subproject_optimization") != "inherit"):
                 shutil.rmtree(build)
         if not os.path.exists(os.path.join(build, "build.ninja")):
             p = run(setup, env=env)

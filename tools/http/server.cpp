@@ -13,6 +13,8 @@
 
 #include <arpa/inet.h>
 
+#include "json/text.hpp"
+
 namespace uvcl::http {
 
 namespace {
@@ -37,31 +39,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
-}
-
-// Length of the well-formed UTF-8 sequence at s[i], or 0.
-std::size_t utf8_sequence(std::string_view s, std::size_t i) {
-  const auto b = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
-  const unsigned char c = b(i);
-  std::size_t n = 0;
-  unsigned char lo = 0x80, hi = 0xBF;
-  if (c >= 0xC2 && c <= 0xDF) n = 2;
-  else if (c >= 0xE0 && c <= 0xEF) {
-    n = 3;
-    if (c == 0xE0) lo = 0xA0;
-    if (c == 0xED) hi = 0x9F;  // no surrogates
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    n = 4;
-    if (c == 0xF0) lo = 0x90;
-    if (c == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (i + n > s.size()) return 0;
-  if (b(i + 1) < lo || b(i + 1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k)
-    if (b(i + k) < 0x80 || b(i + k) > 0xBF) return 0;
-  return n;
 }
 
 // RFC 9110 5.6.2: a field name is a token. Debian's http_parser is built
@@ -97,48 +74,10 @@ Response header_too_large(std::size_t limit) {
 
 }  // namespace
 
-std::string json_string(std::string_view s) {
-  std::string out;
-  out.reserve(s.size() + 2);
-  out += '"';
-  for (std::size_t i = 0; i < s.size();) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x80) {
-      switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        default:
-          if (c < 0x20) {
-            static constexpr char kHex[] = "0123456789abcdef";
-            out += "\\u00";
-            out += kHex[c >> 4];
-            out += kHex[c & 15];
-          } else {
-            out += static_cast<char>(c);
-          }
-      }
-      ++i;
-      continue;
-    }
-    if (const std::size_t n = utf8_sequence(s, i)) {
-      out.append(s.substr(i, n));
-      i += n;
-    } else {
-      out += "\xEF\xBF\xBD";  // U+FFFD
-      ++i;
-    }
-  }
-  out += '"';
-  return out;
-}
-
 Response error_response(int http_status, std::string_view status, std::string_view message) {
   Response r;
   r.status = http_status;
-  r.body = "{\"error\": {\"status\": " + json_string(status) + ", \"message\": " + json_string(message) + "}}\n";
+  r.body = "{\"error\": {\"status\": " + json::quote(status) + ", \"message\": " + json::quote(message) + "}}\n";
   return r;
 }
 
@@ -489,7 +428,7 @@ int Connection::on_header_value(http_parser* p, const char* at, std::size_t len)
 std::optional<Response> Connection::header_done(const Header& h) const {
   if (!is_token(h.name))
     return error_response(400, "BadRequest",
-                          "invalid header name " + json_string(h.name) +
+                          "invalid header name " + json::quote(h.name) +
                               " (a token: no whitespace before the colon, no control characters)");
   if (!server_.token_.empty() && iequals(h.name, "authorization")) return check_token(&h.value);
   return std::nullopt;

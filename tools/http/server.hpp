@@ -71,9 +71,6 @@ struct Response {
   std::vector<Header> headers;  // extra headers (Retry-After, Allow, ...)
 };
 
-// `s` as a JSON string literal: valid UTF-8 (bytes that are not are
-// replaced by U+FFFD), control characters escaped.
-std::string json_string(std::string_view s);
 // {"error": {"status": STATUS, "message": MESSAGE}}
 Response error_response(int http_status, std::string_view status, std::string_view message);
 // Compares in time that depends on the length of `expected` only.
