@@ -15,8 +15,9 @@ meson_args=()
 if [[ ${UVCL_SETUP:-} == run ]]; then
   meson_args=(-Dtests=disabled -Dexamples=disabled -Dbenchmarks=disabled)
 else
-  # The test suite: GoogleTest, curl (serve tests), Oclgrind (a second platform).
-  packages+=(libgtest-dev libbenchmark-dev curl oclgrind)
+  # The test suite: GoogleTest, curl (serve tests), Oclgrind (a second platform),
+  # CMake (the find_package consumer test).
+  packages+=(libgtest-dev libbenchmark-dev curl oclgrind cmake)
   # clang++ and libFuzzer (libclang_rt.fuzzer) for scripts/fuzz.sh, clang-tidy
   # and cppcheck for scripts/lint.sh: the test run uses both unless
   # UVCL_TEST_QUICK=1.
