@@ -292,7 +292,19 @@ http::StreamedResponse job_answer(const Engine& engine, job::RunResult result, A
                                   std::shared_ptr<void> hold) {
   http::StreamedResponse r;
   if (format == AnswerFormat::Json) {
-    r.body = std::make_unique<JsonAnswer>(engine, std::move(result), std::move(hold));
+    // A small answer is formatted at once and sent with Content-Length: one
+    // piece either way, without the slices' extra formatting.
+    std::uint64_t bound = kAnswerOverhead;
+    for (const job::Output& o : result.outputs)
+      bound += o.data.size() / scalar_size(o.type) * (max_element_text(o.type) + 2) + 6 * o.name.size() + 8;
+    if (bound > kPieceBytes) {
+      r.body = std::make_unique<JsonAnswer>(engine, std::move(result), std::move(hold));
+      return r;
+    }
+    auto whole = std::make_unique<PartsAnswer>(job::RunResult{}, std::move(hold));
+    whole->add_text(job::result_json(engine, result) + "\n");
+    r.content_length = whole->size();
+    r.body = std::move(whole);
     return r;
   }
   const std::size_t outputs = result.outputs.size();
