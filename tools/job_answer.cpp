@@ -42,6 +42,8 @@ std::uint64_t max_element_text(ScalarType t) {
   return 24;
 }
 
+// job_runner.cpp has the same table, but only behind job::write_npy, which
+// writes to a path; uvcl serve writes .npy parts to a socket.
 const char* npy_descr(ScalarType t) {
   switch (t) {
     case ScalarType::Char: return "|i1";

@@ -47,10 +47,10 @@ KERNELS = (
     "  uint i = get_global_id(0); a[i] = i * 2654435761u; b[i] = (float)i * 0.5f; }\n")
 
 
-def spread_job(n):
+def spread_job(n, kernel="spread", type_="uint"):
     return json.dumps({
-        "buffers": {"y": {"type": "uint", "count": n}},
-        "launches": [{"kernel": "answers:spread", "args": ["y"], "global": [n]}],
+        "buffers": {"y": {"type": type_, "count": n}},
+        "launches": [{"kernel": "answers:" + kernel, "args": ["y"], "global": [n]}],
         "outputs": ["y"],
     }).encode()
 
@@ -64,11 +64,7 @@ def two_job(n):
 
 
 def chars_job(n):
-    return json.dumps({
-        "buffers": {"y": {"type": "char", "count": n}},
-        "launches": [{"kernel": "answers:spread8", "args": ["y"], "global": [n]}],
-        "outputs": ["y"],
-    }).encode()
+    return spread_job(n, "spread8", "char")
 
 
 def expected_chars(n):

@@ -264,6 +264,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<Response> reject_;
   bool keep_alive_ = true;
   bool head_ = false;  // the request being answered is a HEAD
+  bool http10_ = false;  // ... is HTTP/1.0: no chunked answers
   std::uint64_t request_ = 0;
   std::size_t writes_pending_ = 0;
   std::uint64_t bytes_queued_ = 0;     // handed to uv_write, ever
@@ -557,6 +558,7 @@ int Connection::on_headers_complete(http_parser* p) {
   r.http_minor = p->http_minor;
   c.keep_alive_ = http_should_keep_alive(p) != 0;
   c.head_ = p->method == HTTP_HEAD;
+  c.http10_ = p->http_minor == 0;
 
   http_parser_url u;
   http_parser_url_init(&u);
@@ -750,8 +752,7 @@ void Connection::answer_streamed(std::uint64_t request, StreamedResponse r) {
   abandoned_ = nullptr;
   ++server_.stats_.responses[r.status];
   // HTTP/1.0 has no chunks: a body of unknown length ends with the connection.
-  const bool http10 = parser_.http_major == 1 && parser_.http_minor == 0;
-  const bool close_delimited = !r.content_length && http10;
+  const bool close_delimited = !r.content_length && http10_;
   const After after = keep_alive_ && !server_.stopping_ && !close_delimited ? After::KeepAlive : After::Close;
   std::string head = status_head(r.status, r.content_type, r.headers, after);
   chunked_ = !r.content_length && !close_delimited;
