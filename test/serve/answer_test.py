@@ -9,8 +9,9 @@ usage: answer_test.py UVCL SAXPY_JOB.json
   answer's size (what it holds is the 8 MiB read from the device, and on
   PoCL the 8 MiB device buffer); the answer parses and equals the expected
   values.
-- A client that reads its large answer slowly does not stall others:
-  /v1/health answers quickly meanwhile.
+- A client that reads its large answer (8M uint, about 94 MiB) slowly does
+  not stall others: /v1/health answers quickly meanwhile, and the loop's
+  largest lag stays small.
 - Accept: application/octet-stream (one output, raw bytes) and
   multipart/mixed (one .npy part per output); 406 for octet-stream of a job
   with two outputs.
@@ -220,8 +221,12 @@ def streamed_json(srv, n):
     return got
 
 
-def slow_reader(srv, n):
-    """A client reading a large answer slowly: health answers quickly meanwhile, and the answer is whole."""
+def slow_reader(lib, n):
+    """A client reading a large answer slowly: health answers quickly meanwhile, the loop never stalls
+    (a fresh server: its loop lag maximum is this test's), and the answer is whole."""
+    srv = Server("--kernels", lib, "--max-response-bytes", "0", "--max-buffer-bytes", "1G")
+    if not check(srv.port is not None, "a fresh server for the slow reader", srv.stderr()):
+        return
     port = srv.port
     done = {}
 
@@ -250,10 +255,14 @@ def slow_reader(srv, n):
     ok = r is not None and r.status == 200 and json.loads(r.body)["outputs"]["y"] == expected_spread(n)
     check(ok, "a slow reader gets its whole answer, every value right", r.error if r else None)
     _, m = metrics(port, token=None)
-    streaming = m.get("uvcl_loop_lag_max_seconds", 99)
-    check(count >= 10 and worst < 0.5,
-          f"meanwhile {count} GET /v1/health answered, the slowest in {worst * 1000:.0f} ms (bound 500 ms); "
-          f"loop lag max {streaming * 1000:.0f} ms", worst)
+    lag = m.get("uvcl_loop_lag_max_seconds", 99)
+    # Formatting the whole answer at once held the loop for 0.6 s for 6M
+    # uint on the project's 2-core machine; a piece takes about a millisecond.
+    check(count >= 10 and worst < 0.4 and lag < 0.4,
+          f"meanwhile {count} GET /v1/health answered, the slowest in {worst * 1000:.0f} ms; the loop's largest "
+          f"lag {lag * 1000:.0f} ms (bound 400 ms each)", f"{worst} {lag}")
+    rc = srv.stop(signal.SIGTERM)
+    check(rc == 0, "SIGTERM: exit 0", rc)
 
 
 def binary_formats(srv):
@@ -388,7 +397,7 @@ def main():
     if not check(srv.port is not None, "server with --kernels", srv.stderr()):
         return 1
     streamed_json(srv, 8 * 2**20)
-    slow_reader(srv, 4 * 2**20)
+    slow_reader(lib, 8 * 2**20)
     binary_formats(srv)
     http_versions(srv)
     _, m = metrics(srv.port, token=None)
