@@ -124,7 +124,7 @@ struct Limits {
 
 class Connection;
 
-// Answers one request. Copyable; the first send() counts, later ones and
+// Answers one request. Copyable; the first send() or stream() counts, later ones and
 // sends after the connection closed do nothing.
 class Responder {
  public:
