@@ -33,7 +33,7 @@ std::uint64_t max_element_text(ScalarType t) {
     case ScalarType::UShort: return 5;
     case ScalarType::Int: return 11;
     case ScalarType::UInt: return 10;
-    case ScalarType::Long: return 20;
+    case ScalarType::Long:
     case ScalarType::ULong: return 20;
     case ScalarType::Half:  // printed as the float it is
     case ScalarType::Float: return 15;  // -1.17549435e-38
