@@ -17,6 +17,8 @@ usage: answer_test.py UVCL SAXPY_JOB.json
   with two outputs.
 - HTTP/1.0 (no chunks: the body ends with the connection); pipelining after
   a streamed answer.
+- A client that stops reading a streamed answer is dropped after
+  --idle-timeout-ms without progress; its reservation goes back.
 - --answer-budget: a job whose outputs do not fit beside answers not yet
   sent is 503 with Retry-After, and runs once they were sent; outputs
   larger than the whole budget are 413.
@@ -384,6 +386,35 @@ def budget(lib):
     check(rc == 0, "SIGTERM: exit 0", rc)
 
 
+def stalled_reader(lib):
+    """A client that stops reading its streamed answer is dropped after --idle-timeout-ms without
+    progress, and what its answer held goes back to the budget."""
+    srv = Server("--kernels", lib, "--idle-timeout-ms", "1000", "--max-response-bytes", "0")
+    if not check(srv.port is not None, "server with --idle-timeout-ms 1000", srv.stderr()):
+        return
+    port = srv.port
+    n = 2 * 2**20
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(30)
+    s.connect(("127.0.0.1", port))
+    body = spread_job(n)
+    s.sendall(f"POST /v1/run HTTP/1.1\r\nHost: x\r\nContent-Length: {len(body)}\r\n\r\n".encode() + body)
+    t = time.monotonic()
+    cut = wait_for(lambda: metrics(port, token=None)[1].get("uvcl_http_streams_cut_total", 0) == 1, timeout=30,
+                   step=0.1)
+    took = time.monotonic() - t
+    _, m = metrics(port, token=None)
+    s.close()
+    check(cut and m.get("uvcl_answer_bytes_held") == 0 and m.get("uvcl_jobs_running") == 0,
+          f"a client that stops reading its {n}-uint JSON answer: dropped {took:.1f} s after it asked, "
+          f"its reservation released", {k: v for k, v in m.items() if "answer" in k or "stream" in k})
+    status, _, _ = request(port, "GET", "/v1/health", token=None)
+    check(status == 200, "... the server serves on", status)
+    rc = srv.stop(signal.SIGTERM)
+    check(rc == 0, "SIGTERM: exit 0", rc)
+
+
 def main():
     probe = subprocess.run([UVCL, "devices"], capture_output=True, text=True, timeout=120)
     if probe.returncode != 0 or "(0 devices)" in probe.stderr + probe.stdout:
@@ -405,6 +436,7 @@ def main():
     rc = srv.stop(signal.SIGTERM)
     check(rc == 0 and "uvcl serve: stopped" in srv.stderr(), "SIGTERM: exit 0", rc)
     budget(lib)
+    stalled_reader(lib)
     return 0
 
 
