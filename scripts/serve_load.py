@@ -20,6 +20,10 @@ connections send, for D seconds, a weighted mix of request classes:
   abort_request   the client closes (or resets) mid-request
   abort_job       the client closes right after sending a job (mid-job)
   abort_response  the client reads part of a 11 MB answer and resets
+  slow_reader     a job with 262144 outputs (about 2.8 MB of JSON) read one
+                  chunk per 10 ms through a 4 KiB receive buffer: checked
+  octets          a small job with Accept: application/octet-stream: the
+                  output's bytes, checked
   routing         unknown path (404), wrong method (405, Allow) on keep-alive
   header_too_large  a 40 KiB header: 431
   too_slow        a request dribbled past --request-timeout-ms: 408
@@ -63,11 +67,11 @@ STEP_SOURCE = (
 DEFAULT_MIX = {
     "valid": 40, "valid_large": 2, "pipelined": 4, "malformed": 8, "file_key": 6,
     "oversized": 3, "oversized_chunk": 2, "no_token": 4, "wrong_token": 4, "slow": 3,
-    "abort_request": 4, "abort_job": 3, "abort_response": 2,
+    "abort_request": 4, "abort_job": 3, "abort_response": 2, "slow_reader": 1, "octets": 3,
     "routing": 3, "header_too_large": 1, "too_slow": 1, "idle": 1,
 }
 # Classes that expect an answer; the abort_* classes expect none.
-ANSWERED = {"valid", "valid_large", "pipelined", "malformed", "file_key", "oversized", "oversized_chunk",
+ANSWERED = {"valid", "valid_large", "slow_reader", "octets", "pipelined", "malformed", "file_key", "oversized", "oversized_chunk",
             "no_token", "wrong_token", "slow", "routing", "header_too_large", "too_slow", "idle"}
 
 
@@ -181,8 +185,8 @@ def request_bytes(method, path, body=b"", token=TOKEN, extra=(), chunked=False, 
     return data
 
 
-async def read_response(reader):
-    """(status, headers, body); skips 1xx answers."""
+async def read_response(reader, pace_s=0.0):
+    """(status, headers, body); skips 1xx answers. pace_s: see read_chunked."""
     while True:
         head = await reader.readuntil(b"\r\n\r\n")
         lines = head.decode("latin-1").split("\r\n")
@@ -197,10 +201,31 @@ async def read_response(reader):
                 headers[k.strip().lower()] = v.strip()
         if 100 <= status < 200:
             continue
+        if headers.get("transfer-encoding") == "chunked":  # job answers, streamed as formatted
+            return status, headers, await read_chunked(reader, pace_s)
         if "content-length" not in headers:
-            raise Failure(f"{status} answer without Content-Length")
+            raise Failure(f"{status} answer without Content-Length or chunks")
         body = await reader.readexactly(int(headers["content-length"]))
         return status, headers, body
+
+
+async def read_chunked(reader, pace_s=0.0):
+    """A chunked body; with pace_s, sleeps that long after each chunk (a slow reader)."""
+    body = bytearray()
+    while True:
+        size_line = await reader.readuntil(b"\r\n")
+        try:
+            size = int(size_line[:-2], 16)
+        except ValueError:
+            raise Failure(f"bad chunk size line {size_line[:40]!r}") from None
+        data = await reader.readexactly(size + 2)
+        if data[-2:] != b"\r\n":
+            raise Failure("chunk data not followed by CRLF")
+        body += data[:-2]
+        if size == 0:
+            return bytes(body)
+        if pace_s:
+            await asyncio.sleep(pace_s)
 
 
 def expect_error(status, headers, body, code, name):
@@ -488,6 +513,30 @@ class Worker:
         await asyncio.sleep(self.rng.random() * 0.05)
         reset(w)
 
+    async def do_slow_reader(self, cls):
+        body, expected = valid_job(self.rng, count=1 << 18, fill=self.rng.getrandbits(32))
+        r, w = await self.fresh(rcvbuf=4096)
+        w.write(request_bytes("POST", "/v1/run", body, close=True))
+        await w.drain()
+        status, headers, answer = await read_response(r, pace_s=0.01)
+        await close(w)
+        self.code(cls, status)
+        if headers.get("transfer-encoding") != "chunked":
+            raise Failure("a job's JSON answer was not chunked")
+        check_job_answer(status, headers, answer, expected)
+
+    async def do_octets(self, cls):
+        body, expected = valid_job(self.rng)
+        status, headers, answer = await self.exchange_keepalive(
+            request_bytes("POST", "/v1/run", body, extra=("Accept: application/octet-stream",)))
+        self.code(cls, status)
+        if status != 200:
+            raise Failure(f"octet-stream job answered {status}: {answer[:200]!r}")
+        if headers.get("content-type") != "application/octet-stream" or len(answer) != 4 * len(expected):
+            raise Failure(f"octet-stream job: {headers.get('content-type')}, {len(answer)} bytes")
+        if list(struct.unpack(f"<{len(expected)}I", answer)) != expected:
+            raise Failure("octet-stream job: wrong values")
+
     # --- more error paths ---
 
     async def do_routing(self, cls):
@@ -733,7 +782,8 @@ async def load(args, srv, report, failures):
         }
     # Overall latency leaves out the classes that are slow on purpose.
     answered = sorted(x for c in args.mix if c not in ("slow", "too_slow", "idle") for x in stats.lat[c])
-    valid_jobs = stats.ok["valid"] + stats.ok["valid_large"] + stats.ok["slow"] + 2 * stats.ok["pipelined"]
+    valid_jobs = (stats.ok["valid"] + stats.ok["valid_large"] + stats.ok["slow"] + 2 * stats.ok["pipelined"]
+                  + stats.ok["slow_reader"] + stats.ok["octets"])
     for c in args.mix:
         if stats.count[c] == 0 and args.mix[c] > 0 and args.duration >= 5:
             failures.append(f"class {c} never ran (raise --duration)")

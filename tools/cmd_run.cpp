@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 
 #include <unistd.h>
@@ -9,6 +10,7 @@
 
 #include "cli.hpp"
 #include "engine/job_runner.hpp"
+#include "engine/kernel_library.hpp"
 #include "json/job.hpp"
 #include "json/json_util.hpp"
 #include "uvcl/engine.hpp"
@@ -104,7 +106,17 @@ int cmd_run(const Args& a, const uvcl::Config& config) {
   if (!a.trace.empty()) cfg.profile = true;  // device start/end times in the trace
   auto engine = uvcl::Engine::create(cfg);
   if (!engine) return fail(engine.error());
+  // --kernels DIR: launches may name "FILE:ENTRY" of the folder, as with
+  // uvcl serve. Declared after the engine: its programs go first.
+  std::unique_ptr<uvcl::job::KernelLibrary> library;
+  if (auto dir = a.values.find("--kernels"); dir != a.values.end()) {
+    if (dir->second.empty()) return fail(uvcl::Error{uvcl::Status::InvalidArgument, "--kernels: expected a folder, got ''"});
+    auto loaded = uvcl::job::KernelLibrary::load(*engine.value(), dir->second, "--kernels");
+    if (!loaded) return fail(loaded.error());
+    library = std::move(loaded.value());
+  }
   uvcl::job::RunOptions opts;
+  opts.library = library.get();
   opts.device = a.device;
   opts.base_dir = dir_of(a.positional.at(0));
   opts.record_schedule = !a.schedule.empty();

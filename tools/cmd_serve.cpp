@@ -16,16 +16,20 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <vector>
 #include <string>
 
 #include <uv.h>
 
+#include "answer_budget.hpp"
 #include "cl/devices.hpp"
 #include "cli.hpp"
 #include "engine/job_runner.hpp"
 #include "engine/kernel_library.hpp"
 #include "files.hpp"
 #include "http/server.hpp"
+#include "job_answer.hpp"
 #include "json/job.hpp"
 #include "uvcl/engine.hpp"
 
@@ -48,7 +52,12 @@ struct ServeOptions {
   bool allow_source = false;  // --allow-source: jobs may carry kernel sources
   std::uint64_t job_timeout_ms = 30'000;
   std::uint64_t max_response_bytes = 64ull << 20;  // 0: no limit
+  std::uint64_t answer_budget = 1ull << 30;        // bytes held for answers not yet sent, all jobs
 };
+
+// Reserved per answer beyond its outputs' bytes: the piece being formatted
+// and its headers (job_answer.cpp writes pieces of 64 KiB or so).
+constexpr std::uint64_t kAnswerPieceReserve = 256u << 10;
 
 // Chunks of launches (job::RunOptions::launches_per_turn each) a job keeps
 // enqueued ahead of the device: what a cancelled job leaves behind.
@@ -156,6 +165,7 @@ Result<ServeOptions> parse_options(const Args& a) {
       {"--request-timeout-ms", false, 1, kDayMs, &o.limits.request_timeout_ms},
       {"--job-timeout-ms", false, 1, kDayMs, &o.job_timeout_ms},
       {"--max-response-bytes", true, 0, kAny, &o.max_response_bytes},
+      {"--answer-budget", true, 1ull << 20, kAny, &o.answer_budget},
   };
   for (const Limit& l : limits) {
     auto it = a.values.find(l.flag);
@@ -199,51 +209,6 @@ Result<void> check_work_items(const job::Job& job, std::uint64_t limit) {
   return {};
 }
 
-// The most bytes of JSON one element of type `t` prints as in an answer
-// (job::result_json: shortest round-trip form, or "nan", "-inf").
-std::uint64_t max_element_text(ScalarType t) {
-  switch (t) {
-    case ScalarType::Char: return 4;  // -128
-    case ScalarType::UChar: return 3;
-    case ScalarType::Short: return 6;
-    case ScalarType::UShort: return 5;
-    case ScalarType::Int: return 11;
-    case ScalarType::UInt: return 10;
-    case ScalarType::Long: return 20;
-    case ScalarType::ULong: return 20;
-    case ScalarType::Half:  // printed as the float it is
-    case ScalarType::Float: return 15;  // -1.17549435e-38
-    case ScalarType::Double: return 24;  // -2.2250738585072014e-308
-  }
-  return 24;
-}
-
-// Refuses a job whose answer could pass `limit` bytes (0: no limit), before
-// it runs: the outputs' elements at their longest, with separators and
-// names, plus room for the device and stats objects.
-Result<void> check_response_size(const job::Job& job, std::uint64_t limit) {
-  if (limit == 0) return {};
-  std::uint64_t total = 4096;  // {"device": {...}, "stats": {...}}
-  std::string what;
-  for (std::size_t i = 0; i < job.outputs.size(); ++i) {
-    const job::Buffer& b = job.buffers[job.outputs[i]];
-    std::uint64_t bytes = 0;
-    if (__builtin_mul_overflow(b.count, max_element_text(b.type) + 2, &bytes) ||
-        __builtin_add_overflow(total, bytes + 6 * b.name.size() + 8, &total))
-      total = UINT64_MAX;
-    if (i < 4)
-      what += (what.empty() ? "" : ", ") + b.name + ": " + std::to_string(b.count) + " " +
-              std::string(scalar_type_name(b.type));
-    else if (i == 4)
-      what += ", ...";
-  }
-  if (total <= limit) return {};
-  return Error{Status::InvalidArgument,
-               "request: outputs (" + what + "): the answer could take up to " +
-                   (total == UINT64_MAX ? std::string("more than 2^64 - 1") : std::to_string(total)) +
-                   " bytes, the limit is " + std::to_string(limit) + " (--max-response-bytes)"};
-}
-
 bool is_loopback(const std::string& host) { return host.rfind("127.", 0) == 0 || host == "::1"; }
 
 // The HTTP status for an error of a job that parsed (422: the job is
@@ -282,7 +247,8 @@ class App {
   App(uv_loop_t* loop, ServeOptions options)
       : loop_(loop),
         opts_(std::move(options)),
-        server_(loop, opts_.limits, [this](http::Request req, http::Responder r) { handle(std::move(req), r); }) {}
+        server_(loop, opts_.limits, [this](http::Request req, http::Responder r) { handle(std::move(req), r); }),
+        budget_(opts_.answer_budget) {}
 
   Result<void> start(const Config& config);
   // After uv_run returned: destroys the engine and lets every handle close.
@@ -295,8 +261,11 @@ class App {
     http::Responder r;
     std::shared_ptr<job::JobCancel> cancel = std::make_shared<job::JobCancel>();
     uv_timer_t* timer = nullptr;  // --job-timeout-ms; freed by its close callback
-    bool answered = false;        // answered 504, or the client went away: the result is not sent
-    bool timed_out = false;       // cancelled by --job-timeout-ms (else by the client leaving)
+    bool answered = false;        // answered 504 or 503, or the client went away: the result is not sent
+    bool timed_out = false;       // cancelled by --job-timeout-ms
+    bool stopped = false;         // cancelled by a signal (else, if cancelled, by the client leaving)
+    AnswerFormat format = AnswerFormat::Json;
+    std::shared_ptr<void> hold;   // the answer budget's reservation: goes with the answer
   };
 
   void handle(http::Request req, http::Responder r);
@@ -311,7 +280,7 @@ class App {
 
   static void on_lag_timer(uv_timer_t* t);
   static void on_signal(uv_signal_t* s, int signum);
-  void begin_stop();
+  void begin_stop(const char* signal_name);
   void maybe_stopped();
   void close_handles();
 
@@ -324,7 +293,10 @@ class App {
   bool stopping_ = false, server_closed_ = false, handles_closed_ = false;
   std::uint64_t jobs_started_ = 0, jobs_succeeded_ = 0, jobs_failed_ = 0;
   std::uint64_t jobs_invalid_ = 0, jobs_busy_ = 0, jobs_forbidden_ = 0, jobs_too_large_ = 0, responses_dropped_ = 0;
-  std::uint64_t jobs_timed_out_ = 0, jobs_abandoned_ = 0;
+  std::uint64_t jobs_timed_out_ = 0, jobs_abandoned_ = 0, jobs_stopped_ = 0;
+  std::uint64_t jobs_not_acceptable_ = 0, jobs_over_budget_ = 0;
+  AnswerBudget budget_;
+  std::set<std::shared_ptr<Running>> running_;  // until the runner calls back: a signal cancels them
   std::uint64_t inline_builds_at_start_ = 0;
   std::size_t jobs_running_ = 0;
   std::uint64_t last_tick_ns_ = 0, lag_last_ns_ = 0, lag_max_ns_ = 0;
@@ -380,6 +352,7 @@ Result<void> App::start(const Config& config) {
 }
 
 void App::finish() {
+  running_.clear();
   if (!stopping_) {  // start() failed half-way
     stopping_ = true;
     server_.shutdown([this] { server_closed_ = true; });
@@ -482,9 +455,38 @@ void App::run(http::Request& req, http::Responder r) {
     answer(r, http::error_response(403, "Forbidden", why));
     return;
   }
-  if (auto sized = check_response_size(parsed.value(), opts_.max_response_bytes); !sized) {
+  const AnswerFormat format = answer_format(req.header("accept"));
+  if (auto acceptable = check_answer_format(format, parsed.value()); !acceptable) {
+    ++jobs_not_acceptable_;
+    answer(r, http::error_response(406, "NotAcceptable", "request: " + acceptable.error().message));
+    return;
+  }
+  if (auto sized = check_answer_size(format, parsed.value(), opts_.max_response_bytes); !sized) {
     ++jobs_too_large_;
     answer(r, http::error_response(413, "ResponseTooLarge", sized.error().message));
+    return;
+  }
+  // Its outputs are held from the read until the answer's last piece: the
+  // bytes are reserved now, or the job is refused (answer_budget.hpp).
+  std::uint64_t need = output_bytes(parsed.value());
+  need = need > UINT64_MAX - kAnswerPieceReserve ? UINT64_MAX : need + kAnswerPieceReserve;
+  std::shared_ptr<void> hold = budget_.reserve(need);
+  if (!hold) {
+    const std::string what = "the job's outputs take " + std::to_string(need) + " bytes until its answer is sent; ";
+    if (need > budget_.limit()) {
+      ++jobs_too_large_;
+      answer(r, http::error_response(413, "ResponseTooLarge",
+                                     "request: outputs: " + what + "the server's answer budget is " +
+                                         std::to_string(budget_.limit()) + " bytes (--answer-budget)"));
+      return;
+    }
+    ++jobs_over_budget_;
+    http::Response resp = http::error_response(
+        503, "AnswerBudgetFull",
+        what + "answers not yet sent hold " + std::to_string(budget_.held()) + " of the server's " +
+            std::to_string(budget_.limit()) + " bytes (--answer-budget); retry later");
+    resp.headers.push_back({"Retry-After", "1"});
+    answer(r, std::move(resp));
     return;
   }
   job::RunOptions options;
@@ -499,7 +501,10 @@ void App::run(http::Request& req, http::Responder r) {
   auto j = std::make_shared<Running>();
   j->app = this;
   j->r = r;
+  j->format = format;
+  j->hold = std::move(hold);
   options.cancel = j->cancel;
+  running_.insert(j);
   ++jobs_running_;
   ++jobs_started_;
   // Counted like the runner's own limits (--max-launches): started, failed.
@@ -563,21 +568,20 @@ void App::stop_timer(Running& j) {
 
 void App::job_done(const std::shared_ptr<Running>& j, Result<job::RunResult> result) {
   --jobs_running_;
+  running_.erase(j);
   stop_timer(*j);
   j->r.on_abandoned(nullptr);
+  std::shared_ptr<void> hold = std::move(j->hold);  // released here unless the answer takes it
   // A cancelled job is counted as such (uvcl_jobs_cancelled_total), not as
   // failed: nothing was wrong with it.
-  if (j->cancel->cancelled()) ++(j->timed_out ? jobs_timed_out_ : jobs_abandoned_);
+  if (j->cancel->cancelled()) ++(j->timed_out ? jobs_timed_out_ : j->stopped ? jobs_stopped_ : jobs_abandoned_);
   else if (result) ++jobs_succeeded_;
   else ++jobs_failed_;
-  if (j->answered || !j->r.connected()) {  // answered 504, or the client left
+  if (j->answered || !j->r.connected()) {  // answered 504 or 503, or the client left
     ++responses_dropped_;
   } else if (result) {
-    if (engine_) {  // null while it is being destroyed
-      http::Response resp;
-      resp.body = job::result_json(*engine_, result.value()) + "\n";
-      j->r.send(std::move(resp));
-    }
+    if (engine_)  // null while it is being destroyed
+      j->r.stream(job_answer(*engine_, std::move(result.value()), j->format, std::move(hold)));
   } else {
     const Error& e = result.error();
     answer(j->r, http::error_response(status_for_run_error(e.status), status_name(e.status), e.message));
@@ -636,10 +640,17 @@ std::string App::metrics() const {
          "uvcl_jobs_rejected_total{reason=\"busy\"} " + std::to_string(jobs_busy_) + "\n"
          "uvcl_jobs_rejected_total{reason=\"forbidden\"} " + std::to_string(jobs_forbidden_) + "\n"
          "uvcl_jobs_rejected_total{reason=\"response_too_large\"} " + std::to_string(jobs_too_large_) + "\n"
+         "uvcl_jobs_rejected_total{reason=\"not_acceptable\"} " + std::to_string(jobs_not_acceptable_) + "\n"
+         "uvcl_jobs_rejected_total{reason=\"answer_budget\"} " + std::to_string(jobs_over_budget_) + "\n"
          "# HELP uvcl_jobs_cancelled_total Started jobs that ended cancelled.\n"
          "# TYPE uvcl_jobs_cancelled_total counter\n"
          "uvcl_jobs_cancelled_total{reason=\"timeout\"} " + std::to_string(jobs_timed_out_) + "\n"
-         "uvcl_jobs_cancelled_total{reason=\"client_gone\"} " + std::to_string(jobs_abandoned_) + "\n";
+         "uvcl_jobs_cancelled_total{reason=\"client_gone\"} " + std::to_string(jobs_abandoned_) + "\n"
+         "uvcl_jobs_cancelled_total{reason=\"stopping\"} " + std::to_string(jobs_stopped_) + "\n";
+  metric(out, "uvcl_answer_bytes_held", "gauge",
+         "Bytes reserved for answers not yet sent (outputs of running jobs and of answers being streamed).",
+         budget_.held());
+  metric(out, "uvcl_answer_budget_bytes", "gauge", "The answer budget (--answer-budget).", budget_.limit());
   metric(out, "uvcl_devices", "gauge", "OpenCL devices the engine drives.",
          static_cast<std::uint64_t>(engine_->device_count()));
   metric(out, "uvcl_launches_total", "counter", "Kernel launches submitted by the engine.", s.launches);
@@ -676,6 +687,8 @@ std::string App::metrics() const {
          "uvcl_http_timeouts_total{kind=\"request\"} " + std::to_string(h.timeouts_request) + "\n";
   metric(out, "uvcl_http_responses_dropped_total", "counter",
          "Answers not sent because the client had closed the connection.", responses_dropped_);
+  metric(out, "uvcl_http_streams_cut_total", "counter",
+         "Streamed answers whose connection closed before their last piece.", h.streams_cut);
   return out;
 }
 
@@ -694,28 +707,43 @@ void App::on_lag_timer(uv_timer_t* t) {
 
 void App::on_signal(uv_signal_t* s, int signum) {
   App& a = *static_cast<App*>(s->data);
+  const char* name = signum == SIGINT ? "SIGINT" : "SIGTERM";
   if (!a.stopping_) {
-    std::fprintf(stderr, "uvcl serve: %s: stopping, %zu job(s) in flight\n", signum == SIGINT ? "SIGINT" : "SIGTERM",
-                 a.jobs_running_);
-    a.begin_stop();
+    std::fprintf(stderr, "uvcl serve: %s: stopping, %zu job(s) in flight: cancelling them\n", name, a.jobs_running_);
+    a.begin_stop(name);
     return;
   }
   // A second signal: exit now, with 128 + the signal's number. Nothing is
   // waited for: destroying the engine would wait for the kernels on the
   // devices (OpenCL cannot stop one), which is what a second signal is
   // meant to cut short. The process's end closes sockets and frees the rest.
-  std::fprintf(stderr, "uvcl serve: %s again: exiting now, abandoning %zu job(s)\n",
-               signum == SIGINT ? "SIGINT" : "SIGTERM", a.jobs_running_);
+  std::fprintf(stderr, "uvcl serve: %s again: exiting now, abandoning %zu job(s)\n", name, a.jobs_running_);
   std::fflush(stderr);
   std::_Exit(128 + signum);
 }
 
-void App::begin_stop() {
+// Stops listening and cancels every job: each is answered 503 now (its
+// connection closes after the answer), and the process exits once the
+// runner released them, after the work they left on the devices.
+void App::begin_stop(const char* signal_name) {
   stopping_ = true;
   server_.shutdown([this] {
     server_closed_ = true;
     maybe_stopped();
   });
+  const std::vector<std::shared_ptr<Running>> jobs(running_.begin(), running_.end());
+  for (const auto& j : jobs) {
+    if (j->cancel->cancelled()) continue;  // timed out or left: ending already
+    j->stopped = true;
+    stop_timer(*j);
+    if (!j->answered) {
+      j->answered = true;
+      answer(j->r, http::error_response(503, "Cancelled",
+                                        std::string("the server is stopping (") + signal_name +
+                                            "): the job was cancelled; its launches not yet enqueued will not run"));
+    }
+    j->cancel->cancel(Error{Status::Cancelled, "the server is stopping"});  // may call job_done at once
+  }
 }
 
 void App::maybe_stopped() {

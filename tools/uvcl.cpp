@@ -15,7 +15,7 @@ using uvcl::cli::Args;
 constexpr const char* kUsage =
     "usage: uvcl devices [--json] [--config FILE]\n"
     "       uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE] [--trace FILE]\n"
-    "                [--no-outputs] [--quiet]\n"
+    "                [--no-outputs] [--quiet] [--kernels DIR]\n"
     "       uvcl tune JOB.json [--launch I] [--local 16,32,64|8x8,16x16] [--reps N] [--warmup N] [--json]\n"
     "                 [--config FILE] [--device N]\n"
     "       uvcl serve [--listen HOST:PORT] [--token-file FILE] [--config FILE] [--max-body BYTES]\n"
@@ -23,6 +23,7 @@ constexpr const char* kUsage =
     "                  [--max-jobs N] [--max-connections N] [--max-connections-per-client N]\n"
     "                  [--idle-timeout-ms MS] [--header-timeout-ms MS] [--request-timeout-ms MS]\n"
     "                  [--kernels DIR] [--allow-source] [--job-timeout-ms MS] [--max-response-bytes BYTES]\n"
+    "                  [--answer-budget BYTES]\n"
     "       uvcl COMMAND --help    what a command does and each of its options\n"
     "       uvcl --version\n";
 
@@ -41,7 +42,7 @@ constexpr const char* kDevicesHelp =
 
 constexpr const char* kRunHelp =
     "usage: uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE] [--trace FILE]\n"
-    "                [--no-outputs] [--quiet]\n"
+    "                [--no-outputs] [--quiet] [--kernels DIR]\n"
     "\n"
     "Runs a job file (docs/job-format.md): builds its kernels, fills its buffers, enqueues its launches\n"
     "and prints one JSON object on stdout: the device, every output's values, and stats (launches,\n"
@@ -62,7 +63,10 @@ constexpr const char* kRunHelp =
     "                  chrome://tracing); turns on profiling for device times\n"
     "  --no-outputs    leave the outputs' values out of the printed JSON (\"outputs\": {}): the device\n"
     "                  and stats only, for jobs whose outputs are large; --out still writes them\n"
-    "  --quiet         --no-outputs, and no progress line\n";
+    "  --quiet         --no-outputs, and no progress line\n"
+    "  --kernels DIR   build every .cl file of DIR first (a failed build is an error naming the file and\n"
+    "                  the device, with the log); launches may name its kernels as \"FILE:ENTRY\", as\n"
+    "                  for uvcl serve --kernels\n";
 
 constexpr const char* kTuneHelp =
     "usage: uvcl tune JOB.json [--launch I] [--local 16,32,64|8x8,16x16] [--reps N] [--warmup N] [--json]\n"
@@ -89,10 +93,13 @@ constexpr const char* kServeHelp =
     "                  [--max-jobs N] [--max-connections N] [--max-connections-per-client N]\n"
     "                  [--idle-timeout-ms MS] [--header-timeout-ms MS] [--request-timeout-ms MS]\n"
     "                  [--kernels DIR] [--allow-source] [--job-timeout-ms MS] [--max-response-bytes BYTES]\n"
+    "                  [--answer-budget BYTES]\n"
     "\n"
     "Runs jobs sent over HTTP/1.1 (POST /v1/run with a job file as the body), all on one loop; also\n"
-    "GET /v1/devices, /v1/health and /metrics (docs/serve.md). The first SIGINT or SIGTERM stops\n"
-    "listening and lets running jobs end; a second exits at once.\n"
+    "GET /v1/devices, /v1/health and /metrics (docs/serve.md). Answers are written as they are\n"
+    "formatted (JSON, chunked); \"Accept: application/octet-stream\" gets a job's one output as raw\n"
+    "bytes, \"Accept: multipart/mixed\" one .npy part per output. The first SIGINT or SIGTERM stops\n"
+    "listening and cancels running jobs (each answered 503); a second exits at once.\n"
     "Sizes (BYTES) take a suffix k, M, G or T (1024-based).\n"
     "\n"
     "options:\n"
@@ -119,7 +126,10 @@ constexpr const char* kServeHelp =
     "  --job-timeout-ms MS           a job still running after this gets 504 and is cancelled\n"
     "                                (default 30000)\n"
     "  --max-response-bytes BYTES    a job whose answer could exceed this is refused with 413 before it\n"
-    "                                runs (default 64M; 0: no limit)\n";
+    "                                runs (default 64M; 0: no limit)\n"
+    "  --answer-budget BYTES         memory for answers not yet sent, all jobs together: a job reserves\n"
+    "                                its outputs' bytes before it runs and gets 503 (Retry-After) when\n"
+    "                                they do not fit (default 1G, at least 1M)\n";
 
 struct Command {
   const char* name;
@@ -132,12 +142,13 @@ struct Command {
 
 constexpr Command kCommands[] = {
     {"devices", uvcl::cli::cmd_devices, " --json ", " --config ", 0, kDevicesHelp},
-    {"run", uvcl::cli::cmd_run, " --no-outputs --quiet ", " --config --device --out --schedule --trace ", 1, kRunHelp},
+    {"run", uvcl::cli::cmd_run, " --no-outputs --quiet ", " --config --device --out --schedule --trace --kernels ", 1,
+     kRunHelp},
     {"tune", uvcl::cli::cmd_tune, " --json ", " --config --device --launch --local --reps --warmup ", 1, kTuneHelp},
     {"serve", uvcl::cli::cmd_serve, " --allow-source ",
      " --listen --token-file --config --max-body --max-header --max-buffer-bytes --max-launches --max-work-items --max-jobs"
      " --max-connections --max-connections-per-client --idle-timeout-ms --header-timeout-ms --request-timeout-ms"
-     " --kernels --job-timeout-ms --max-response-bytes ",
+     " --kernels --job-timeout-ms --max-response-bytes --answer-budget ",
      0, kServeHelp},
 };
 

@@ -230,8 +230,8 @@ Result<void> JobRun::start() {
       const std::string where = library_kernel_where(ki);
       if (!opts_.library)
         return job_error(where + ": " + json::quote(k.name) +
-                         " names a kernel of a server's library (FILE:ENTRY, uvcl serve --kernels DIR), and there is "
-                         "none here");
+                         " names a kernel of a library (FILE:ENTRY: uvcl serve --kernels DIR or uvcl run --kernels DIR), "
+                         "and none was given");
       auto p = opts_.library->program(k.library, device_);
       if (!p) return std::move(p).error().context(where);
       library_program_.push_back(p.value());

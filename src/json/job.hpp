@@ -37,7 +37,7 @@ struct Buffer {
 
 struct Kernel {
   std::string name;
-  // A kernel of the server's library (uvcl serve --kernels DIR), named
+  // A kernel of a library (uvcl serve/run --kernels DIR), named
   // "FILE:ENTRY" by a launch and not defined in "kernels": FILE, the .cl
   // file's name without the extension (entry holds ENTRY). Empty: the job's
   // own kernel, built from source or file.

@@ -180,6 +180,37 @@ with tempfile.TemporaryDirectory() as tmp:
     check(p is not None and p.returncode == 0 and os.path.isfile(os.path.join(out_dir, "ok.npy")),
           f"--out DIR is made when missing: {p and p.stderr}")
 
+# --- uvcl run --kernels DIR: launches name FILE:ENTRY of a library folder ---------
+
+with tempfile.TemporaryDirectory() as tmp, open(SAXPY) as f:
+    saxpy = json.load(f)
+    lib = os.path.join(tmp, "kernels")
+    os.mkdir(lib)
+    with open(os.path.join(lib, "blas.cl"), "w") as k:
+        k.write(saxpy["kernels"]["saxpy"]["source"])
+    lib_job = dict(saxpy)
+    del lib_job["kernels"]
+    lib_job["launches"] = [dict(saxpy["launches"][0], kernel="blas:saxpy")]
+    lib_path = os.path.join(tmp, "saxpy-library.json")
+    with open(lib_path, "w") as k:
+        json.dump(lib_job, k)
+    ref = run("run", SAXPY)
+    p = run("run", lib_path, "--kernels", lib)
+    check(p.returncode == 0 and ref.returncode == 0
+          and json.loads(p.stdout)["outputs"] == json.loads(ref.stdout)["outputs"],
+          f"run --kernels DIR: blas:saxpy gives the answer of the job's own saxpy: {p.stderr}")
+    p = run("run", lib_path)
+    check(p.returncode == 1 and "launches[0]" in p.stderr and "FILE:ENTRY" in p.stderr,
+          f"run of a FILE:ENTRY job without --kernels: an error naming the launch: {p.stderr!r}")
+    with open(os.path.join(lib, "bad.cl"), "w") as k:
+        k.write("kernel void bad(global float* y) { y[0] = undefined_name; }\n")
+    p = run("run", lib_path, "--kernels", lib)
+    check(p.returncode == 1 and p.stdout == "" and "bad.cl" in p.stderr and "undefined_name" in p.stderr
+          and "KernelCompilation" in p.stderr, f"run --kernels with a file that does not build: {p.stderr!r}")
+    p = run("run", lib_path, "--kernels", os.path.join(tmp, "nowhere"))
+    check(p.returncode == 1 and "--kernels" in p.stderr and "nowhere" in p.stderr,
+          f"run --kernels naming no folder: {p.stderr!r}")
+
 # --- --version and COMMAND --help ---------------------------------------------
 
 p = run("--version")

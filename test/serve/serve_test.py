@@ -512,8 +512,8 @@ def main():
         srv.proc.kill()
         rc = "timeout"
     srv.thread.join(timeout=5)
-    ok_body = slow_done.get("status") == 200 and len(json.loads(slow_done["body"])["outputs"]["y"]) == 64
-    check(ok_body, "SIGTERM: the job in flight is answered", str(slow_done.get("status")))
+    ok_body = slow_done.get("status") == 503 and error_of(slow_done["body"])[0] == "Cancelled"
+    check(ok_body, "SIGTERM: the job in flight is cancelled and answered 503", str(slow_done.get("status")))
     check(rc == 0 and "stopping, 1 job(s) in flight" in srv.stderr() and "uvcl serve: stopped" in srv.stderr(),
           "SIGTERM with a job in flight: exit 0", f"rc={rc} {srv.stderr()[-500:]}")
     return 0

@@ -102,7 +102,7 @@ const std::string* Request::header(std::string_view lower_name) const {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  enum class State { Idle, Reading, Handling, Lingering, Closed };
+  enum class State { Idle, Reading, Handling, Streaming, Lingering, Closed };
 
   explicit Connection(Server& server) : server_(server) {}
 
@@ -113,9 +113,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void close();
   // The server stops: close unless a request is being answered.
   void stop() {
-    if (state_ != State::Handling && state_ != State::Lingering) close();
+    if (state_ != State::Handling && state_ != State::Streaming && state_ != State::Lingering) close();
   }
   void answer(std::uint64_t request, Response r);
+  void answer_streamed(std::uint64_t request, StreamedResponse r);
   const uv_tcp_t& tcp() const { return tcp_; }
   // The client address this connection counts against, if counted.
   std::string client;
@@ -131,8 +132,9 @@ class Connection : public std::enable_shared_from_this<Connection> {
   enum class After { KeepAlive, Close, Linger };
   struct WriteReq {
     uv_write_t req{};
-    std::string head, body;
+    std::string head, body, tail;
     Connection* conn = nullptr;
+    bool piece = false;  // a piece of a streamed answer (its bytes are the source's)
   };
 
   static const http_parser_settings& settings();
@@ -162,8 +164,16 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void dispatch();
   void parse_failed(http_errno err);
   void respond(Response r, After after);
+  void answered(After after);
+  std::string status_head(int status, const std::string& content_type, const std::vector<Header>& headers,
+                          After after) const;
+  void pump();
+  void end_stream();
   void write(std::string head, std::string body);
+  bool write_bufs(WriteReq* w, std::string_view middle);
   void written(int status);
+  void last_written();
+  std::uint64_t delivered() const;
   void arm(std::uint64_t ms);
   bool write_blocked() const;
   void update_reading();
@@ -193,9 +203,14 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::optional<Response> reject_;
   bool keep_alive_ = true;
   bool head_ = false;  // the request being answered is a HEAD
+  bool http10_ = false;  // ... is HTTP/1.0: no chunked answers
   std::uint64_t request_ = 0;
   std::size_t writes_pending_ = 0;
-  std::size_t last_queued_ = SIZE_MAX;  // write queue size at the last timer check
+  std::uint64_t bytes_queued_ = 0;     // handed to uv_write, ever
+  std::uint64_t last_delivered_ = 0;   // delivered() at the last timer check
+  std::unique_ptr<BodySource> stream_;  // the answer being streamed (State::Streaming)
+  bool chunked_ = false;                // stream_ is sent in chunks
+  bool piece_in_flight_ = false;        // a piece of stream_ is being written
   bool final_ = false;  // the last answer was written; closing follows
   std::function<void()> abandoned_;  // Responder::on_abandoned of the request being handled
   After after_ = After::KeepAlive;
@@ -255,6 +270,9 @@ void Connection::close() {
     abandoned_ = nullptr;
     abandoned();  // the answer owed will never be sent; `this` lives until its handles closed
   }
+  // A streamed answer cut short. The source is kept until the handles are
+  // closed: a piece being written still points into it.
+  if (stream_) ++server_.stats_.streams_cut;
   if (open_handles_ == 0) {
     server_.remove(this);  // nothing was initialised
     return;
@@ -266,7 +284,9 @@ void Connection::close() {
 
 void Connection::on_closed(uv_handle_t* h) {
   Connection* c = static_cast<Connection*>(h->data);
-  if (--c->open_handles_ == 0) c->server_.remove(c);  // may free c
+  if (--c->open_handles_ > 0) return;
+  c->stream_.reset();  // the writes were cancelled before this callback: its memory goes back now
+  c->server_.remove(c);  // may free c
 }
 
 void Connection::arm(std::uint64_t ms) { uv_timer_start(&timer_, on_timer, ms, 0); }
@@ -276,9 +296,9 @@ void Connection::on_timer(uv_timer_t* t) {
   if (c.writes_pending_ > 0 && c.state_ != State::Reading) {
     // An answer is still being written: wait while the peer keeps reading
     // it, close once it stalled for a whole period.
-    const std::size_t queued = uv_stream_get_write_queue_size(reinterpret_cast<const uv_stream_t*>(&c.tcp_));
-    if (queued < c.last_queued_) {
-      c.last_queued_ = queued;
+    const std::uint64_t now = c.delivered();
+    if (now != c.last_delivered_) {
+      c.last_delivered_ = now;
       c.arm(c.server_.limits_.idle_timeout_ms);
       return;
     }
@@ -306,10 +326,18 @@ void Connection::on_timer(uv_timer_t* t) {
     case State::Lingering:
       c.close();
       break;
+    case State::Streaming:  // between pieces: the next write re-arms
+      c.arm(c.server_.limits_.idle_timeout_ms);
+      break;
     case State::Handling:
     case State::Closed:
       break;
   }
+}
+
+// Bytes the socket took from us: progress of a peer reading an answer.
+std::uint64_t Connection::delivered() const {
+  return bytes_queued_ - uv_stream_get_write_queue_size(reinterpret_cast<const uv_stream_t*>(&tcp_));
 }
 
 bool Connection::write_blocked() const {
@@ -469,6 +497,7 @@ int Connection::on_headers_complete(http_parser* p) {
   r.http_minor = p->http_minor;
   c.keep_alive_ = http_should_keep_alive(p) != 0;
   c.head_ = p->method == HTTP_HEAD;
+  c.http10_ = p->http_minor == 0;
 
   http_parser_url u;
   http_parser_url_init(&u);
@@ -611,20 +640,38 @@ void Connection::answer(std::uint64_t request, Response r) {
   respond(std::move(r), keep_alive_ && !server_.stopping_ ? After::KeepAlive : After::Close);
 }
 
+// The status line and headers, up to the blank line left out: the caller
+// adds its length or transfer encoding.
+std::string Connection::status_head(int status, const std::string& content_type, const std::vector<Header>& headers,
+                                    After after) const {
+  const char* reason = http_status_str(static_cast<http_status>(status));
+  std::string head = "HTTP/1.1 " + std::to_string(status) + " " + reason + "\r\n";
+  if (!content_type.empty()) head += "Content-Type: " + content_type + "\r\n";
+  head += after == After::KeepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
+  for (const Header& h : headers) head += h.name + ": " + h.value + "\r\n";
+  return head;
+}
+
 void Connection::respond(Response r, After after) {
   ++server_.stats_.responses[r.status];
-  const char* reason = http_status_str(static_cast<http_status>(r.status));
-  std::string head = "HTTP/1.1 " + std::to_string(r.status) + " " + reason + "\r\n";
-  if (!r.content_type.empty()) head += "Content-Type: " + r.content_type + "\r\n";
-  head += "Content-Length: " + std::to_string(r.body.size()) + "\r\n";
-  head += after == After::KeepAlive ? "Connection: keep-alive\r\n" : "Connection: close\r\n";
-  for (const Header& h : r.headers) head += h.name + ": " + h.value + "\r\n";
-  head += "\r\n";
+  std::string head = status_head(r.status, r.content_type, r.headers, after);
+  head += "Content-Length: " + std::to_string(r.body.size()) + "\r\n\r\n";
   if (head_) r.body.clear();  // a HEAD answer has the headers of a GET, no body
-  last_queued_ = SIZE_MAX;
+  last_delivered_ = delivered();
+  if (after != After::KeepAlive) {
+    // Before the write: from here on input is discarded, and the write's
+    // end closes (or lingers).
+    final_ = true;
+    after_ = after;
+  }
+  write(std::move(head), std::move(r.body));
+  answered(after);
+}
+
+// The answer's last bytes were queued: what the connection does next.
+void Connection::answered(After after) {
+  if (closing_) return;
   if (after == After::KeepAlive) {
-    write(std::move(head), std::move(r.body));
-    if (closing_) return;
     state_ = State::Idle;
     arm(server_.limits_.idle_timeout_ms);  // re-armed when the write is done
     feed();
@@ -635,33 +682,102 @@ void Connection::respond(Response r, After after) {
   after_ = after;
   state_ = State::Lingering;  // from here on, input is discarded
   arm(server_.limits_.idle_timeout_ms);  // bounds the write to a peer that stopped reading
-  write(std::move(head), std::move(r.body));
   update_reading();
+  if (writes_pending_ == 0) last_written();  // a streamed answer whose last piece was written already
+}
+
+void Connection::answer_streamed(std::uint64_t request, StreamedResponse r) {
+  if (!waiting_for(request)) return;
+  abandoned_ = nullptr;
+  ++server_.stats_.responses[r.status];
+  // HTTP/1.0 has no chunks: a body of unknown length ends with the connection.
+  const bool close_delimited = !r.content_length && http10_;
+  const After after = keep_alive_ && !server_.stopping_ && !close_delimited ? After::KeepAlive : After::Close;
+  std::string head = status_head(r.status, r.content_type, r.headers, after);
+  chunked_ = !r.content_length && !close_delimited;
+  if (r.content_length) head += "Content-Length: " + std::to_string(*r.content_length) + "\r\n";
+  else if (chunked_) head += "Transfer-Encoding: chunked\r\n";
+  head += "\r\n";
+  last_delivered_ = delivered();
+  write(std::move(head), {});
+  if (head_ || !r.body) {  // a HEAD answer: headers only
+    answered(after);
+    return;
+  }
+  stream_ = std::move(r.body);
+  state_ = State::Streaming;
+  if (after == After::Close) keep_alive_ = false;
+  arm(server_.limits_.idle_timeout_ms);  // bounds each piece's write to a peer that stopped reading
+  pump();
+}
+
+// Writes the stream's next piece, unless one is still being written: one
+// piece per write completion, so at most one per loop iteration, and none
+// while a slow reader has not taken the last.
+void Connection::pump() {
+  if (closing_ || !stream_ || piece_in_flight_) return;
+  const std::string_view piece = stream_->next();
+  if (piece.empty()) {
+    end_stream();
+    return;
+  }
+  auto* w = new WriteReq;
+  w->piece = true;
+  if (chunked_) {
+    char size[24];
+    std::snprintf(size, sizeof size, "%zx\r\n", piece.size());
+    w->head = size;
+    w->tail = "\r\n";
+  }
+  if (write_bufs(w, piece)) piece_in_flight_ = true;
+}
+
+void Connection::end_stream() {
+  stream_.reset();  // no piece in flight: nothing points into it
+  if (chunked_) write("0\r\n\r\n", {});
+  answered(keep_alive_ && !server_.stopping_ ? After::KeepAlive : After::Close);
 }
 
 void Connection::write(std::string head, std::string body) {
-  if (closing_) return;
   auto* w = new WriteReq;
   w->head = std::move(head);
   w->body = std::move(body);
+  write_bufs(w, w->body);
+}
+
+// Writes w's head, `middle` and w's tail; takes w. False if the write could
+// not start (the connection is closing then).
+bool Connection::write_bufs(WriteReq* w, std::string_view middle) {
+  if (closing_) {
+    delete w;
+    return false;
+  }
   w->conn = this;
   w->req.data = w;
-  uv_buf_t bufs[2] = {uv_buf_init(w->head.data(), static_cast<unsigned>(w->head.size())),
-                      uv_buf_init(w->body.data(), static_cast<unsigned>(w->body.size()))};
-  const unsigned nbufs = w->body.empty() ? 1 : 2;
+  uv_buf_t bufs[3];
+  unsigned nbufs = 0;
+  for (std::string_view part : {std::string_view(w->head), middle, std::string_view(w->tail)}) {
+    if (part.empty()) continue;
+    bufs[nbufs++] = uv_buf_init(const_cast<char*>(part.data()), static_cast<unsigned>(part.size()));
+    bytes_queued_ += part.size();
+  }
   if (uv_write(&w->req, reinterpret_cast<uv_stream_t*>(&tcp_), bufs, nbufs, on_write) != 0) {
     delete w;
     close();
-    return;
+    return false;
   }
   ++writes_pending_;
+  return true;
 }
 
 void Connection::on_write(uv_write_t* req, int status) {
   auto* w = static_cast<WriteReq*>(req->data);
   Connection* c = w->conn;
+  const bool piece = w->piece;
   delete w;
+  if (piece) c->piece_in_flight_ = false;
   c->written(status);  // c lives until its close callback, which runs after this
+  if (piece && status >= 0) c->pump();
 }
 
 void Connection::written(int status) {
@@ -679,7 +795,11 @@ void Connection::written(int status) {
     }
     return;
   }
-  if (writes_pending_ > 0) return;
+  if (writes_pending_ == 0) last_written();
+}
+
+// The final answer was written: close, or linger.
+void Connection::last_written() {
   if (after_ == After::Close || read_eof_) {
     close();
     return;
@@ -699,6 +819,10 @@ void Connection::on_shutdown(uv_shutdown_t* req, int status) {
 
 void Responder::send(Response response) const {
   if (auto c = conn_.lock()) c->answer(request_, std::move(response));
+}
+
+void Responder::stream(StreamedResponse response) const {
+  if (auto c = conn_.lock()) c->answer_streamed(request_, std::move(response));
 }
 
 bool Responder::connected() const {

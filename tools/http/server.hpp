@@ -25,6 +25,12 @@
 //             still sends is read and discarded for a moment, so that it
 //             sees the answer rather than a reset.
 //
+//   Streaming an answer is being written piece by piece (Responder::stream):
+//             the next piece is asked for once the previous one was handed
+//             to the socket, so one piece per loop iteration at most, and
+//             none while a peer that reads slowly still has one to take.
+//             Pipelined requests wait until the answer's last piece.
+//
 // An answer being written to a peer that stopped reading it is abandoned
 // (the connection closed) once the write made no progress for
 // Limits::idle_timeout_ms.
@@ -35,6 +41,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -71,6 +78,29 @@ struct Response {
   std::vector<Header> headers;  // extra headers (Retry-After, Allow, ...)
 };
 
+// A body produced as it is written (Responder::stream), so that a large
+// answer is never whole in memory.
+class BodySource {
+ public:
+  virtual ~BodySource() = default;
+  // The next piece of the body, non-empty; an empty view once the body is
+  // complete. The bytes must stay valid until next() is called again or the
+  // source is destroyed: the connection asks for a piece only after the
+  // previous one was written, so a source may reuse one buffer.
+  virtual std::string_view next() = 0;
+};
+
+struct StreamedResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<Header> headers;
+  // Known up front: sent as Content-Length. Otherwise the body is sent with
+  // chunked transfer encoding (HTTP/1.1), or delimited by closing the
+  // connection (HTTP/1.0, which has no chunks).
+  std::optional<std::uint64_t> content_length;
+  std::unique_ptr<BodySource> body;
+};
+
 // {"error": {"status": STATUS, "message": MESSAGE}}
 Response error_response(int http_status, std::string_view status, std::string_view message);
 // Compares in time that depends on the length of `expected` only.
@@ -91,11 +121,14 @@ struct Limits {
 
 class Connection;
 
-// Answers one request. Copyable; the first send() counts, later ones and
+// Answers one request. Copyable; the first send() or stream() counts, later ones and
 // sends after the connection closed do nothing.
 class Responder {
  public:
   void send(Response response) const;
+  // Sends the answer piece by piece from `response.body`, which the
+  // connection keeps until the last piece was written or it closed.
+  void stream(StreamedResponse response) const;
   // Whether the connection is still open and waiting for this answer.
   bool connected() const;
   // Runs once, on the loop, if the connection closes while this answer is
@@ -118,6 +151,7 @@ struct ServerStats {
   std::uint64_t requests_total = 0;        // complete requests handed to the handler
   std::uint64_t timeouts_idle = 0, timeouts_header = 0, timeouts_request = 0;
   std::uint64_t responses_dropped = 0;     // answers whose connection had closed
+  std::uint64_t streams_cut = 0;           // streamed answers whose connection closed before their end
   std::map<int, std::uint64_t> responses;  // status code -> count
 };
 
