@@ -43,41 +43,6 @@ std::uint64_t max_element_text(ScalarType t) {
   return 24;
 }
 
-// job_runner.cpp has the same table, but only behind job::write_npy, which
-// writes to a path; uvcl serve writes .npy parts to a socket.
-const char* npy_descr(ScalarType t) {
-  switch (t) {
-    case ScalarType::Char: return "|i1";
-    case ScalarType::UChar: return "|u1";
-    case ScalarType::Short: return "<i2";
-    case ScalarType::UShort: return "<u2";
-    case ScalarType::Int: return "<i4";
-    case ScalarType::UInt: return "<u4";
-    case ScalarType::Long: return "<i8";
-    case ScalarType::ULong: return "<u8";
-    case ScalarType::Half: return "<f2";
-    case ScalarType::Float: return "<f4";
-    case ScalarType::Double: return "<f8";
-  }
-  return "|u1";
-}
-
-// The bytes of a NumPy .npy file (format 1.0, 1-D) before its data: what
-// job::write_npy writes, which only writes to a path.
-std::string npy_header(const job::Output& o) {
-  const std::size_t n = o.data.size() / scalar_size(o.type);
-  std::string dict = std::string("{'descr': '") + npy_descr(o.type) + "', 'fortran_order': False, 'shape': (" +
-                     std::to_string(n) + ",), }";
-  const std::size_t preamble = 10;  // magic (6) + version (2) + header length (2)
-  while ((preamble + dict.size() + 1) % 64 != 0) dict += ' ';
-  dict += '\n';
-  const auto len = static_cast<std::uint16_t>(dict.size());
-  std::string out("\x93NUMPY\x01\x00", 8);
-  out += static_cast<char>(len & 0xff);
-  out += static_cast<char>(len >> 8);
-  return out + dict;
-}
-
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
@@ -332,7 +297,7 @@ http::StreamedResponse job_answer(const Engine& engine, job::RunResult result, A
       const job::Output& o = res.outputs[i];
       const std::string name = json::quote(o.name);  // a quoted string, control characters escaped
       parts->add_text("--" + b + "\r\nContent-Type: application/x-npy\r\nContent-Disposition: attachment; name=" +
-                      name + "; filename=" + name.substr(0, name.size() - 1) + ".npy\"\r\n\r\n" + npy_header(o));
+                      name + "; filename=" + name.substr(0, name.size() - 1) + ".npy\"\r\n\r\n" + job::npy_header(o));
       parts->add_output(i);
       parts->add_text("\r\n");
     }

@@ -114,9 +114,10 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   void built(std::size_t program, Result<void> r);
   void run();
   Result<void> make_kernels();
-  Result<void> make_buffers();
+  Result<void> make_buffers();  // up to a turn's worth, from next_buffer_
   Result<void> enqueue_launches();
   Result<bool> launch_chunk();  // true: launches remain for a later turn
+  Result<bool> next_chunk();    // this turn's buffers, then launches; true: more for a later turn
   bool end_turn(Result<bool> launched);
   void settle();
   void open_turns();
@@ -153,6 +154,11 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   // RunOptions::chunks_ahead: chunks whose marker read has not called back.
   std::uint64_t chunks_pending_ = 0;
   std::size_t last_launched_ = 0;  // the launch enqueued last
+  // Buffers are made (allocated and uploaded) a turn's worth at a time
+  // too: a job of 100 000 buffers held the loop for seconds.
+  std::size_t next_buffer_ = 0;
+  bool launches_built_ = false;  // enqueue_launches ran (every buffer made)
+  disk::DiskPool disk_;          // each file mapped and parsed once; uploads keep their mapping
   void mark_chunk();
   RunResult result_;
   EngineStats stats_before_;
@@ -332,13 +338,18 @@ void JobRun::run() {
   }
   // The uploads and the first chunk: this turn's commands.
   engine_.push_error_scope();
-  Result<bool> launched = [&]() -> Result<bool> {
+  if (end_turn(next_chunk())) open_turns();
+}
+
+Result<bool> JobRun::next_chunk() {
+  if (!launches_built_) {
     UVCL_TRY(make_buffers());
+    if (next_buffer_ < job_.buffers.size()) return true;
     UVCL_TRY(enqueue_launches());
+    launches_built_ = true;
     if (prepared_) return false;  // the caller launches
-    return launch_chunk();
-  }();
-  if (end_turn(std::move(launched))) open_turns();
+  }
+  return launch_chunk();
 }
 
 // Closes the turn that `launched` ends (its error scope open): once no launch
@@ -347,7 +358,7 @@ void JobRun::run() {
 // remain for a later turn.
 bool JobRun::end_turn(Result<bool> launched) {
   const bool more = launched && *launched;
-  if (more && opts_.chunks_ahead) mark_chunk();
+  if (more && opts_.chunks_ahead && launches_built_) mark_chunk();
   if (launched && !more && !prepared_) {
     close_turns();
     read_outputs();
@@ -368,7 +379,7 @@ bool JobRun::end_turn(Result<bool> launched) {
     fail(std::move(launched).error());
     return false;
   }
-  if (prepared_) {
+  if (prepared_ && !more) {
     hand_over();
     return false;
   }
@@ -467,7 +478,7 @@ void JobRun::on_turn(uv_check_t* h) {
     return;
   }
   self->engine_.push_error_scope();
-  self->end_turn(self->launch_chunk());
+  self->end_turn(self->next_chunk());
 }
 
 // No new command from here on; the job ends once what it made is done.
@@ -558,8 +569,9 @@ Result<void> JobRun::make_kernels() {
 }
 
 Result<void> JobRun::make_buffers() {
-  disk::DiskPool disk;  // each file mapped and parsed once; uploads keep their mapping
-  for (const job::Buffer& jb : job_.buffers) {
+  const std::uint64_t budget = opts_.launches_per_turn;
+  for (std::uint64_t n = 0; next_buffer_ < job_.buffers.size() && (budget == 0 || n < budget); ++n) {
+    const job::Buffer& jb = job_.buffers[next_buffer_++];
     const std::string where = "buffers." + jb.name;
     const std::size_t elem = scalar_size(jb.type);
     const std::size_t bytes = jb.count * elem;
@@ -590,7 +602,7 @@ Result<void> JobRun::make_buffers() {
       }
       case Init::Kind::Safetensors:
         if (!opts_.allow_files) return job_error(where + ".init.safetensors: files are not allowed here");
-        if (auto u = upload_tensor(engine_, disk, join_path(opts_.base_dir, jb.init.path), jb, b.value(),
+        if (auto u = upload_tensor(engine_, disk_, join_path(opts_.base_dir, jb.init.path), jb, b.value(),
                                    where + ".init");
             !u)
           return std::move(u).error();  // already says where
@@ -889,13 +901,22 @@ std::string result_json(const Engine& engine, const RunResult& r) {
   return out + stats;
 }
 
-Result<void> write_npy(const std::string& path, const Output& o) {
+std::string npy_header(const Output& o) {
   const std::size_t n = o.data.size() / scalar_size(o.type);
-  std::string header = std::string("{'descr': '") + npy_descr(o.type) + "', 'fortran_order': False, 'shape': (" +
-                       std::to_string(n) + ",), }";
+  std::string dict = std::string("{'descr': '") + npy_descr(o.type) + "', 'fortran_order': False, 'shape': (" +
+                     std::to_string(n) + ",), }";
   const std::size_t preamble = 10;  // magic (6) + version (2) + header length (2)
-  while ((preamble + header.size() + 1) % 64 != 0) header += ' ';
-  header += '\n';
+  while ((preamble + dict.size() + 1) % 64 != 0) dict += ' ';
+  dict += '\n';
+  const auto len = static_cast<std::uint16_t>(dict.size());
+  std::string out("\x93NUMPY\x01\x00", 8);
+  out += static_cast<char>(len & 0xff);
+  out += static_cast<char>(len >> 8);
+  return out + dict;
+}
+
+Result<void> write_npy(const std::string& path, const Output& o) {
+  const std::string header = npy_header(o);
   // O_NOFOLLOW: a symbolic link planted at the output's name is not followed
   // out of the folder.
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
@@ -905,11 +926,7 @@ Result<void> write_npy(const std::string& path, const Output& o) {
     if (fd >= 0) ::close(fd);
     return Error{Status::Io, "cannot write " + path + ": " + std::strerror(err)};
   }
-  const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
-  const std::uint16_t hlen = static_cast<std::uint16_t>(header.size());
-  const unsigned char len[2] = {static_cast<unsigned char>(hlen & 0xff), static_cast<unsigned char>(hlen >> 8)};
-  bool ok = std::fwrite(magic, 1, 8, f) == 8 && std::fwrite(len, 1, 2, f) == 2 &&
-            std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
+  bool ok = std::fwrite(header.data(), 1, header.size(), f) == header.size() &&
             std::fwrite(o.data.data(), 1, o.data.size(), f) == o.data.size();
   ok = std::fclose(f) == 0 && ok;
   if (!ok) return Error{Status::Io, "cannot write " + path};

@@ -60,7 +60,9 @@ struct RunOptions {
   // Launches enqueued per loop iteration. A job's launches (repeats
   // expanded) are enqueued in program order, this many at a time, from a
   // uv_check handle on the engine's loop, so other handles (a server's
-  // clients, timers) run between the chunks. 0: all in one go.
+  // clients, timers) run between the chunks. Its buffers are made (allocated
+  // and uploaded) before them the same way, this many per iteration. 0: all
+  // in one go.
   std::uint64_t launches_per_turn = 256;
   // Chunks of launches enqueued and not yet complete, at most; the next
   // chunk waits for the oldest to complete. 0: no bound (every chunk is
@@ -127,5 +129,7 @@ Result<void> prepare_job(Engine& engine, Job job, RunOptions options, PrepareCal
 std::string result_json(const Engine& engine, const RunResult& result);
 // One output as a NumPy .npy file (format 1.0, little-endian, 1-D).
 Result<void> write_npy(const std::string& path, const Output& output);
+// The bytes of that file before its data (magic, version, header).
+std::string npy_header(const Output& output);
 
 }  // namespace uvcl::job

@@ -154,7 +154,7 @@ TEST_F(JobLibraryTest, LaunchesNameFileColonEntry) {
   // Without a library a FILE:ENTRY launch is an error, not a crash.
   auto none = run(inc_job(1, "ops:inc", false), job::RunOptions{});
   ASSERT_FALSE(none.ok());
-  EXPECT_NE(none.error().message.find("there is none here"), std::string::npos) << none.error().message;
+  EXPECT_NE(none.error().message.find("and none was given"), std::string::npos) << none.error().message;
 }
 
 TEST_F(JobLibraryTest, ABuildErrorNamesTheFileAndCarriesTheLog) {

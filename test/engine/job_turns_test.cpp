@@ -114,6 +114,43 @@ TEST_F(JobTurns, TimerFiresBetweenChunks) {
   eng().poll();  // runs the timer's close callback
 }
 
+// A job of many buffers makes them a turn's worth per loop iteration too
+// (allocations and uploads): the loop turns while they are being made, and
+// the result is what one go gives.
+TEST_F(JobTurns, BuffersAreMadeInTurns) {
+  constexpr int kBuffers = 600;
+  std::string buffers, args;
+  for (int i = 0; i < kBuffers; ++i) {
+    buffers += (i ? ", " : "") + std::string("\"b") + std::to_string(i) + R"(": {"type": "uint", "count": 1, "init": {"fill": )" +
+               std::to_string(i) + "}}";
+  }
+  const std::string json =
+      R"({"kernels": {"inc": {"source": "__kernel void inc(__global uint* x) { x[0] += 1u; }"}}, "buffers": {)" + buffers +
+      R"(}, "launches": [{"kernel": "inc", "args": ["b599"], "global": [1]}], "outputs": ["b599"]})";
+  struct Probe {
+    Engine* engine = nullptr;
+    std::uint64_t base = 0;
+    int partial = 0;  // loop iterations that saw some of the buffers made, not all
+  } probe{&eng(), eng().stats().live_buffers};
+  auto* prepare = new uv_prepare_t;
+  ASSERT_EQ(uv_prepare_init(eng().loop(), prepare), 0);
+  prepare->data = &probe;
+  uv_prepare_start(prepare, [](uv_prepare_t* h) {
+    auto& p = *static_cast<Probe*>(h->data);
+    const std::uint64_t made = p.engine->stats().live_buffers - p.base;
+    if (made > 0 && made < kBuffers) ++p.partial;
+  });
+  uv_unref(reinterpret_cast<uv_handle_t*>(prepare));
+  auto r = run(json, 64);
+  uv_prepare_stop(prepare);
+  uv_close(reinterpret_cast<uv_handle_t*>(prepare), [](uv_handle_t* h) { delete reinterpret_cast<uv_prepare_t*>(h); });
+  ASSERT_TRUE(r.ok()) << r.error().to_string();
+  ASSERT_EQ(r->outputs.size(), 1u);
+  EXPECT_EQ(as_vector<std::uint32_t>(r->outputs[0].data), std::vector<std::uint32_t>{600u});
+  EXPECT_GE(probe.partial, kBuffers / 64 - 1) << "the buffers were made in fewer loop iterations than turns";
+  eng().poll();  // runs the prepare handle's close callback
+}
+
 // Two jobs started together on one engine both finish, with the results each
 // has alone: their chunks interleave on the loop.
 TEST_F(JobTurns, TwoChunkedJobsAtOnce) {
