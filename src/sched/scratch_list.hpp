@@ -17,6 +17,9 @@
 
 namespace uvcl::sched {
 
+// The inline slots are left uninitialized on purpose (the point of the
+// class): entries past size() are never read.
+// NOLINTBEGIN(cppcoreguidelines-pro-type-member-init)
 template <class T, std::size_t N>
 class ScratchList {
   static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>,
@@ -88,5 +91,6 @@ class ScratchList {
   std::size_t size_ = 0;
   std::vector<T> heap_;
 };
+// NOLINTEND(cppcoreguidelines-pro-type-member-init)
 
 }  // namespace uvcl::sched
