@@ -23,6 +23,15 @@ class Core : public EngineTest {
     set_ = kernel(program_, "set_value");
     spin_ = kernel(program_, "spin");
   }
+  // A kernel that runs ~150 ms and writes `out`.
+  void launch_slow_kernel(Buffer& out) {
+    const std::uint32_t iters = util::spin_iters_for(eng(), spin_, 150);
+    auto in = eng().allocate(0, 4);
+    auto o = eng().allocate(0, 4);
+    ASSERT_TRUE(in.ok() && o.ok());
+    ASSERT_TRUE(eng().launch(make_launch(spin_, {buf(*in), buf(*o), u32(iters), u32(1)}, {1})).ok());
+    out = *o;
+  }
   Program program_;
   Kernel set_, spin_;
 };
@@ -70,18 +79,15 @@ TEST_F(Core, ReadFromTheScheduleRecorderKeepsProgramOrder) {
 // call: the buffer is freed by the completion step, not by rescanning every
 // dying buffer on every release.
 TEST_F(Core, ReleasesBehindASlowKernelAskTheDriverNothing) {
-  const std::uint32_t iters = util::spin_iters_for(eng(), spin_, 150);
-  auto in = eng().allocate(0, 4);
-  auto out = eng().allocate(0, 4);
-  ASSERT_TRUE(in.ok() && out.ok());
-  ASSERT_TRUE(eng().launch(make_launch(spin_, {buf(*in), buf(*out), u32(iters), u32(1)}, {1})).ok());
+  Buffer out;
+  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(out));
   constexpr int kBuffers = 2000;
   std::vector<Buffer> bufs;
   for (int i = 0; i < kBuffers; ++i) {
     auto b = eng().allocate(0, 64);
     ASSERT_TRUE(b.ok());
     // Each reads what the slow kernel writes: its use waits for it.
-    ASSERT_TRUE(eng().copy(*out, 0, *b, 0, 4).ok());
+    ASSERT_TRUE(eng().copy(out, 0, *b, 0, 4).ok());
     bufs.push_back(*b);
   }
   eng().poll();  // submitted, still behind the kernel
@@ -98,11 +104,8 @@ TEST_F(Core, ReleasesBehindASlowKernelAskTheDriverNothing) {
 // answer does not change for the better often enough to ask the driver for
 // every command: one status read per queue per window, not one per command.
 TEST_F(Core, CommandsBehindARunningKernelReadItsStatusOncePerWindow) {
-  const std::uint32_t iters = util::spin_iters_for(eng(), spin_, 150);
-  auto in = eng().allocate(0, 4);
-  auto out = eng().allocate(0, 4);
-  ASSERT_TRUE(in.ok() && out.ok());
-  ASSERT_TRUE(eng().launch(make_launch(spin_, {buf(*in), buf(*out), u32(iters), u32(1)}, {1})).ok());
+  Buffer out;
+  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(out));
   eng().poll();  // submitted and fenced: its status can be read
   constexpr int kCopies = 100;  // one default window
   std::vector<Buffer> bufs;
@@ -112,7 +115,7 @@ TEST_F(Core, CommandsBehindARunningKernelReadItsStatusOncePerWindow) {
     bufs.push_back(*b);
   }
   const std::uint64_t queries0 = eng().stats().status_queries;
-  for (Buffer b : bufs) ASSERT_TRUE(eng().copy(*out, 0, b, 0, 4).ok());  // the last one fills the window
+  for (Buffer b : bufs) ASSERT_TRUE(eng().copy(out, 0, b, 0, 4).ok());  // the last one fills the window
   const std::uint64_t queries = eng().stats().status_queries - queries0;
   ASSERT_EQ(eng().stats().pending, 0u) << "the window was not submitted";
   ASSERT_TRUE(eng().finish().ok());
