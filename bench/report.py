@@ -262,13 +262,15 @@ def targets(fid, F):
                     atleast(ratio(ubest, best), 0.9)))
     elif fid == "3":
         b, b99 = val(f, "3.p50", "bare"), val(f, "3.p99", "bare")
-        for col, name in (("uvcl", "default"), ("uvcl_spin", "spin_us")):
+        spun = f.get("uvcl_stats", {}).get("spin_us_per_round_trip")
+        for col, name in (("uvcl", "default"), ("uvcl_nospin", "spin_us 0"), ("uvcl_spin", "spin_us")):
             u, u99 = val(f, "3.p50", col), val(f, "3.p99", col)
             if u is None or b is None:
                 continue
+            cost = "; the loop spun %s us per round trip" % fmt(spun) if col == "uvcl" and spun is not None else ""
             out.append(("launch -> read callback (%s): p50 <= bare blocking round trip + 5 us, p99 <= bare + 20 us"
-                        % name, "p50 %s vs %s us (+%s), p99 %s vs %s us (+%s)" %
-                        (fmt(u), fmt(b), fmt(u - b), fmt(u99), fmt(b99), fmt(u99 - b99)),
+                        % name, "p50 %s vs %s us (+%s), p99 %s vs %s us (+%s)%s" %
+                        (fmt(u), fmt(b), fmt(u - b), fmt(u99), fmt(b99), fmt(u99 - b99), cost),
                         u <= b + 5 and u99 <= b99 + 20))
     elif fid == "4":
         hp99, hmax = val(f, "4.host.p99", "uvcl"), val(f, "4.host.max", "uvcl")

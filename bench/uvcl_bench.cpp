@@ -679,15 +679,16 @@ Json fig3(Ctx& c) {
   const int warm = c.pick(100, 30, 5);
   Json fig = make_figure("3", "Completion latency: launch -> 4-byte read-back");
   fig["params"]["samples"] = samples;
-  column(fig, "uvcl", "uvcl: read callback on the loop");
+  column(fig, "uvcl", "uvcl: read callback on the loop (default: spin_us \"auto\")");
+  column(fig, "uvcl_nospin", "uvcl, spin_us 0 (the driver's callback wakes the loop)");
   column(fig, "uvcl_spin", "uvcl, spin_us " + std::to_string(kFig3SpinUs));
   column(fig, "bare", "bare: launch + blocking read");
   column(fig, "bare_poll", "bare: non-blocking read, its event polled");
   column(fig, "bare_poll_cb", "bare: non-blocking read, a callback registered, its event polled");
   column(fig, "bare_async", "bare: non-blocking read, its callback wakes a libuv loop (uv_async)");
   column(fig, "pyopencl", "pyopencl: launch + blocking read");
-  std::vector<double> ulat, slat, blat;
-  auto uvcl_run = [&](unsigned spin_us, std::vector<double>& lat) {
+  std::vector<double> ulat, nlat, slat, blat;
+  auto uvcl_run = [&](std::optional<unsigned> spin_us, std::vector<double>& lat) {
     auto eng = make_engine(c, 8, {}, std::nullopt, spin_us);
     Engine& e = *eng;
     const std::size_t d = c.local;
@@ -721,9 +722,14 @@ Json fig3(Ctx& c) {
     next();
     uv_run(e.loop(), UV_RUN_DEFAULT);  // returns when the engine is idle
     if (error) fail("latency run: " + *error);
-    return e.stats().reads;
+    return e.stats();
   };
-  fig["uvcl_stats"]["callbacks"] = uvcl_run(0, ulat);
+  // What the default's spinning costs: the loop's core, per round trip.
+  const uvcl::EngineStats st = uvcl_run(std::nullopt, ulat);
+  fig["uvcl_stats"]["reads"] = st.reads;
+  fig["uvcl_stats"]["callbacks"] = st.callbacks;
+  fig["uvcl_stats"]["spin_us_per_round_trip"] = static_cast<double>(st.spin_ns) / 1e3 / (warm + samples);
+  uvcl_run(0u, nlat);
   uvcl_run(kFig3SpinUs, slat);
   // The bare floors: a blocking read; a non-blocking read whose event the
   // thread polls (uvcl's spin_us), with and without a completion callback
@@ -785,6 +791,7 @@ Json fig3(Ctx& c) {
     const double p = std::string(pct) == "p50" ? 50 : std::string(pct) == "p90" ? 90 : 99;
     Json& r = add_row(fig, std::string("3.") + pct, std::string("round trip ") + pct, "us", false);
     r["uvcl"] = percentile(ulat, p);
+    r["uvcl_nospin"] = percentile(nlat, p);
     r["uvcl_spin"] = percentile(slat, p);
     r["bare"] = percentile(blat, p);
     r["bare_poll"] = percentile(poll_lat, p);
@@ -793,6 +800,7 @@ Json fig3(Ctx& c) {
   }
   Json& mx = add_row(fig, "3.max", "round trip max", "us", false);
   mx["uvcl"] = max_of(ulat);
+  mx["uvcl_nospin"] = max_of(nlat);
   mx["uvcl_spin"] = max_of(slat);
   mx["bare"] = max_of(blat);
   fig["uvcl_summary"] = summary(ulat);
@@ -1139,7 +1147,7 @@ Json fig5(Ctx& c) {
     double small_w_seq = 0, small_wb_seq = 0, small_r_seq = 0, small_w_pipe = 0, small_r_pipe = 0, small_wb_pipe = 0;
     double small_wh_seq = 0, small_rh_seq = 0, small_wh_pipe = 0, small_rh_pipe = 0;
   };
-  auto measure_uvcl = [&](unsigned spin_us, U& u) {
+  auto measure_uvcl = [&](std::optional<unsigned> spin_us, U& u) {
     auto eng = make_engine(c, 8, {}, std::nullopt, spin_us);
     Engine& e = *eng;
     const std::size_t d = c.local;
@@ -1257,7 +1265,7 @@ Json fig5(Ctx& c) {
     must(e.release(pinned), "release");
   };
   U u, us;
-  measure_uvcl(0, u);
+  measure_uvcl(std::nullopt, u);
   measure_uvcl(kFig5SpinUs, us);
   struct B {
     std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async;
@@ -2162,13 +2170,13 @@ StallSet stall_set(Ctx& c, uvcl::CompileMode mode, const std::string& cache_dir 
   auto with_mode = [mode](uvcl::Config& cfg) { cfg.compile = mode; };
   const std::string src = unique_source();
   {
-    auto eng = make_engine(c, 8, cache_dir, std::nullopt, 0, with_mode);
+    auto eng = make_engine(c, 8, cache_dir, std::nullopt, std::nullopt, with_mode);
     s.cold = stall_phase(*eng, c.local, src);
     s.warm = stall_phase(*eng, c.local, src);
     s.cold_next = stall_phase(*eng, c.local, unique_source());
   }
   {
-    auto eng = make_engine(c, 8, cache_dir, std::nullopt, 0, [mode](uvcl::Config& cfg) {
+    auto eng = make_engine(c, 8, cache_dir, std::nullopt, std::nullopt, [mode](uvcl::Config& cfg) {
       cfg.compile = mode;
       cfg.program_memo = 0;
     });
@@ -2202,7 +2210,7 @@ Json fig10(Ctx& c) {
       cc.warm = stall_phase(*eng, c.local, src);
     }
     {
-      auto eng = make_engine(c, 8, dir, std::nullopt, 0, [](uvcl::Config& cfg) { cfg.program_memo = 0; });
+      auto eng = make_engine(c, 8, dir, std::nullopt, std::nullopt, [](uvcl::Config& cfg) { cfg.program_memo = 0; });
       cc.rebuild = stall_phase(*eng, c.local, src);
     }
     std::error_code ec;
@@ -2364,7 +2372,7 @@ int run(int argc, char** argv) {
     else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
     else if (a == "--job") c.opt.jobs.push_back(value(i));
     else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
-    else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));  // default "auto"
     else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-compile") {
       const std::string v = value(i);

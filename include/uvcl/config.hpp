@@ -15,7 +15,7 @@
 //       "cache_dir": null | "dir",        // on-disk program binary cache
 //       "program_memo": 64,               // built programs kept in memory, 0..4096
 //       "profile": false,                 // profiling queues (device times in traces)
-//       "spin_us": 0,                     // spin for completions, 0..1000000 us
+//       "spin_us": "auto",                // spin for completions, 0..1000000 us or "auto" (below)
 //       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
 //       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
 //       "compile": "process",             // "process" | "inline" (below)
@@ -45,6 +45,9 @@ inline constexpr unsigned kMaxQueues = 64;
 inline constexpr unsigned kMaxWindow = 65536;
 inline constexpr unsigned kMaxProgramMemo = 4096;
 inline constexpr unsigned kMaxSpinUs = 1000000;
+// Config::spin_us "auto": GPUs and accelerators spin this long for an
+// awaited command, CPU devices not at all.
+inline constexpr unsigned kAutoSpinUs = 100;
 inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
 inline constexpr unsigned kMaxCompilers = 64;
 inline constexpr unsigned kMaxCompileTimeoutMs = 86400000;  // a day
@@ -83,9 +86,13 @@ struct Config {
   bool profile = false;   // create every queue with CL_QUEUE_PROFILING_ENABLE
   // After submitting a command with a callback (a read, a write or copy with
   // on_done), the loop polls for completions without sleeping for up to
-  // this many microseconds: callbacks arrive sooner, a core stays busy
-  // meanwhile. 0: never; the driver's callbacks and the 1 ms poll only.
-  unsigned spin_us = 0;
+  // this many microseconds: callbacks arrive sooner (a driver's callback
+  // thread and the wake-up it sends cost tens of microseconds on a GPU), a
+  // core stays busy meanwhile (EngineStats::spin_ns). 0: never; the
+  // driver's callbacks and the 1 ms poll only. nullopt ("auto"):
+  // kAutoSpinUs on GPUs and accelerators, 0 on CPU devices, where a
+  // spinning loop takes a core from the kernels.
+  std::optional<unsigned> spin_us;
   // How long one loop iteration may spend retiring completions and running
   // the callbacks they bring, before the engine yields to the loop's other
   // handles (timers, sockets) and goes on in the next iteration. 0: no bound.

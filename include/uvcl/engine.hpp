@@ -160,6 +160,14 @@ struct EngineStats {
   // event-less command. Every other command is completed by the next event
   // on its in-order queue.
   std::uint64_t events = 0, fences = 0;
+  // Driver completion callbacks asked for: before the loop may sleep, one
+  // per queue on the last awaited command placed there since it last
+  // could (the earlier ones complete before it); per awaited command still
+  // running when a spin ends; on each queue's last command in finish().
+  std::uint64_t callbacks = 0;
+  // Wall time the loop spent spinning for completions (opencl.spin_us)
+  // instead of sleeping: CPU time of the loop's core.
+  std::uint64_t spin_ns = 0;
   std::uint64_t in_flight = 0, pending = 0;
   // Commands made whose callback has not run yet (not final): in windows, in
   // flight, or done and waiting for delivery (opencl.loop_budget_us).

@@ -113,6 +113,7 @@ Result<void> Engine::Impl::init_devices() {
     const bool pocl = dev.info.platform_name.find("Portable Computing Language") != std::string::npos;
     d->event_per_command = config.command_events == CommandEvents::All ||
                            (config.command_events == CommandEvents::Auto && pocl);
+    d->spin_us = config.spin_us.value_or(dev.info.type == DeviceType::Cpu ? 0 : kAutoSpinUs);
     d->staging = std::make_unique<StagingPool>(*api, d->context, d->map_queue);
     if (config.debug_backends)
       std::fprintf(stderr, "uvcl: %s: %u queues, window %u, %llu bytes global memory\n", where.c_str(), n,
@@ -300,7 +301,10 @@ void Engine::Impl::on_prepare() {
   Entry entry(*this);
   in_loop_io_phase = true;
   submitter.submit_all();
-  for (const auto& d : devices) submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
+  for (const auto& d : devices) {
+    submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
+    submitter.ask_callbacks(*d);
+  }
   deliver_raised();
   update_busy();
 }
@@ -348,15 +352,22 @@ void Engine::Impl::update_busy() {
   // Work left by an iteration that ran out of its budget: the loop must not
   // sleep (the idle handle runs on_poll again next iteration).
   if (completion.backlog && b) handles->set_spinning(true);
-  if (handles->spinning() && (!b || (uv_hrtime() >= spin_until_ns && !completion.backlog))) {
-    handles->set_spinning(false);
-    for (CommandId id : callback_after_spin) {
-      const CommandRec* r = commands.find(id);
-      if (r && r->event && !sched::device_done(r->state))
-        api->clSetEventCallback(r->event, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
-    }
-    callback_after_spin.clear();
+  if (!handles->spinning()) return;
+  const std::uint64_t now = uv_hrtime();
+  if (b && (now < spin_until_ns || completion.backlog)) return;
+  handles->set_spinning(false);
+  if (spin_since_ns != 0) counters.spin_ns += now - spin_since_ns;
+  spin_since_ns = 0;
+  for (CommandId id : callback_after_spin) {
+    const CommandRec* r = commands.find(id);
+    if (r && r->event && !sched::device_done(r->state)) ask_callback(r->event);
   }
+  callback_after_spin.clear();
+}
+
+void Engine::Impl::ask_callback(cl_event ev) {
+  api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
+  ++counters.callbacks;
 }
 
 void Engine::Impl::report(const Error& e) { report(0, e); }
@@ -413,9 +424,7 @@ void Engine::drain(DoneCallback on_done) {
     for (const Queue& q : d->queues) {
       if (q.in_flight.empty()) continue;
       const CommandRec* r = e.commands.find(q.in_flight.back());
-      if (r && r->event)
-        e.api->clSetEventCallback(r->event, CL_COMPLETE, on_cl_event,
-                                  reinterpret_cast<void*>(e.handles->wake_token()));
+      if (r && r->event) e.ask_callback(r->event);
     }
   e.errors.close_scope(e.errors.root_scope, std::move(on_done));
   e.errors.open_root_scope();

@@ -91,6 +91,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   bool polling = false;
   // Config::spin_us: the loop spins until then (uv_hrtime) while busy.
   std::uint64_t spin_until_ns = 0;
+  std::uint64_t spin_since_ns = 0;  // when the current spin began (0: none); EngineStats::spin_ns
   // Awaited commands submitted while spinning: their driver callbacks are
   // asked for only if spinning ends before they complete.
   std::vector<CommandId> callback_after_spin;
@@ -112,6 +113,8 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // engine.cpp
   Result<void> init_devices();
   void update_busy();
+  // Asks the driver to wake the loop when `ev` completes (EngineStats::callbacks).
+  void ask_callback(cl_event ev);
   bool busy() const;      // the loop must keep turning for the engine
   bool has_work() const;  // commands, builds, scopes, copies or frees still to finish
   // A failure where it starts (not the failures it causes downstream, which

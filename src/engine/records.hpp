@@ -122,6 +122,14 @@ struct Queue {
   // While its device's window is submitted: the oldest event of this queue
   // read unfinished during that submission (0: none). Cleared after it.
   CommandId unfinished_from = 0;
+  // The last command placed on it since the loop's last prepare phase that
+  // someone awaits (0: none). Only its event gets a driver callback, asked
+  // for right before the loop may sleep: a callback exists to wake a
+  // sleeping loop, the awaited commands before it complete before it on
+  // this in-order queue, and the completion step it wakes reads theirs
+  // too. A callback per awaited command costs a driver thread's wake-up and
+  // a uv_async each.
+  CommandId callback_on = 0;
 };
 
 struct DeviceCtx;
@@ -162,6 +170,7 @@ struct DeviceCtx {
   // Every command gets an event of its own (Config::command_events): no
   // event-less commands, no fences.
   bool event_per_command = false;
+  unsigned spin_us = 0;  // Config::spin_us, "auto" resolved for this device
   bool submitting = false;  // inside submit_window: a nested call leaves new commands to the outer one
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}

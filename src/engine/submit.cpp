@@ -157,7 +157,7 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   Enqueued done;
   if (!enqueue_or_fail(d, c, q, events, done)) return;
   record_submitted(d, c, q, done, waits);
-  if (c.wants_callback && q != sched::kNoQueue) watch(c.id, done.event);
+  if (c.wants_callback && q != sched::kNoQueue) watch(d, d.queues[q], c.id);
   show(d, c, q, waits);
   release_pending(e, c);
 }
@@ -319,7 +319,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
     if (const CommandRec* waited = e.commands.find(id); waited && waited->queue != q) ++e.counters.cross_queue_waits;
 }
 
-void Submitter::watch(CommandId id, cl_event ev) {
+void Submitter::watch(const DeviceCtx& d, Queue& queue, CommandId id) {
   // Config::spin_us: someone waits for this one, so look for its
   // completion on every loop iteration rather than through the driver's
   // callback thread and uv_async (two wake-ups later). A busy core, for
@@ -327,11 +327,13 @@ void Submitter::watch(CommandId id, cl_event ev) {
   // and only then asks for the driver's callback on what is still running:
   // a callback registered at once delays the command itself on some
   // drivers (NVIDIA's).
-  if (e.config.spin_us == 0) {
-    e.api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(e.handles->wake_token()));
+  if (d.spin_us == 0) {
+    queue.callback_on = id;
     return;
   }
-  e.spin_until_ns = std::max(e.spin_until_ns, uv_hrtime() + std::uint64_t{e.config.spin_us} * 1000);
+  const std::uint64_t now = uv_hrtime();
+  e.spin_until_ns = std::max(e.spin_until_ns, now + std::uint64_t{d.spin_us} * 1000);
+  if (e.spin_since_ns == 0) e.spin_since_ns = now;
   e.handles->set_spinning(true);
   if (e.callback_after_spin.size() >= 256)  // spinning without end: keep only what still runs
     std::erase_if(e.callback_after_spin, [this](CommandId waiting) {
@@ -339,6 +341,15 @@ void Submitter::watch(CommandId id, cl_event ev) {
       return !r || sched::device_done(r->state);
     });
   e.callback_after_spin.push_back(id);
+}
+
+void Submitter::ask_callbacks(DeviceCtx& d) {
+  for (Queue& q : d.queues) {
+    if (q.callback_on == 0) continue;
+    const CommandRec* r = e.commands.find(q.callback_on);
+    if (r && r->event && !sched::device_done(r->state)) e.ask_callback(r->event);
+    q.callback_on = 0;
+  }
 }
 
 void Submitter::show(const DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w) {

@@ -37,6 +37,9 @@ struct Submitter {
   // The event another queue waits on for command `id`: its own, the next
   // fence on its queue, or a new fence. nullptr: no fence could be made.
   cl_event event_for_wait(DeviceCtx& d, CommandId id);
+  // From the prepare handle, right before the loop may sleep: the driver
+  // callbacks watch() left for then (Queue::callback_on).
+  void ask_callbacks(DeviceCtx& d);
   // Whether the command gets an event of its own.
   bool needs_own_event(const DeviceCtx& d, const Command& c) const;
 
@@ -58,7 +61,9 @@ struct Submitter {
   bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, std::vector<cl_event>& events);
   bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events, Enqueued& done);
   void record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, const Enqueued& done, const Waits& w);
-  void watch(CommandId id, cl_event ev);  // someone awaits it: spin for it, or ask for the driver's callback
+  // Someone awaits it: spin for it, or have the driver's callback asked for
+  // before the loop next sleeps (ask_callbacks).
+  void watch(const DeviceCtx& d, Queue& queue, CommandId id);
   void show(const DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w);  // trace, schedule record
 };
 

@@ -368,7 +368,7 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
       return true;
     }
     ++x.outstanding_writes;
-    e.api->clSetEventCallback(chunk.write, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(e.handles->wake_token()));
+    e.ask_callback(chunk.write);
     flush = true;
   }
   return true;
@@ -412,7 +412,7 @@ void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, const std::ve
     }
     x.dst_waits.push_back(w);
     x.dst_wait_ids.push_back(wait_owner(e, d, c, w));
-    e.api->clSetEventCallback(w, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(e.handles->wake_token()));
+    e.ask_callback(w);
   }
   x.user_event = *ev;
   x.dst_submitted = true;

@@ -54,7 +54,6 @@ constexpr UnsignedKey kUnsignedKeys[] = {
     {"queues", &Config::queues, 1, kMaxQueues},
     {"window", &Config::window, 1, kMaxWindow},
     {"program_memo", &Config::program_memo, 0, kMaxProgramMemo},
-    {"spin_us", &Config::spin_us, 0, kMaxSpinUs},
     {"loop_budget_us", &Config::loop_budget_us, 0, kMaxLoopBudgetUs},
     {"compilers", &Config::compilers, 1, kMaxCompilers},
     {"compile_timeout_ms", &Config::compile_timeout_ms, 1, kMaxCompileTimeoutMs},
@@ -71,6 +70,20 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       std::uint64_t n = 0;
       UVCL_TRY(r.get_uint(f, p, k.lo, k.hi, n));
       cfg.*k.field = static_cast<unsigned>(n);
+      return {};
+    }
+    if (key == "spin_us") {
+      const std::string what = "an integer 0.." + std::to_string(kMaxSpinUs) + " or \"auto\"";
+      if (Reader::lead(f) == '"') {
+        std::string_view s;
+        UVCL_TRY(r.get_string(f, p, s, what));
+        if (s != "auto") return r.fail(p, "expected " + what + ", got \"" + std::string(s) + "\"");
+        cfg.spin_us.reset();
+        return {};
+      }
+      std::uint64_t n = 0;
+      UVCL_TRY(r.get_uint(f, p, 0, kMaxSpinUs, n, what));
+      cfg.spin_us = static_cast<unsigned>(n);
       return {};
     }
     if (key == "command_events") {
@@ -134,6 +147,9 @@ Result<void> validate_config(const Config& config) {
       return Error{Status::InvalidConfig, "opencl." + std::string(k.key) + " (" + std::to_string(v) + ") is outside " +
                                               std::to_string(k.lo) + ".." + std::to_string(k.hi)};
   }
+  if (config.spin_us && *config.spin_us > kMaxSpinUs)
+    return Error{Status::InvalidConfig, "opencl.spin_us (" + std::to_string(*config.spin_us) + ") is outside 0.." +
+                                            std::to_string(kMaxSpinUs)};
   return {};
 }
 

@@ -122,6 +122,27 @@ TEST_F(Core, CommandsBehindARunningKernelReadItsStatusOncePerWindow) {
   EXPECT_LE(queries, 1u) << "the running kernel's status was read for every command placed behind it";
 }
 
+// Awaited commands issued back to back ask the driver for one completion
+// callback per queue, not one each: a callback is there to wake the loop,
+// and on an in-order queue the last one completes after the others (the
+// completion step it wakes reads theirs too). Every callback still runs,
+// with the right data.
+TEST_F(Core, AwaitedCommandsIssuedTogetherAskOneDriverCallbackPerQueue) {
+  const Buffer x = upload(std::vector<std::uint32_t>(16, 9));
+  ASSERT_TRUE(eng().finish().ok());
+  constexpr int kReads = 100;
+  const std::uint64_t callbacks0 = eng().stats().callbacks;
+  int good = 0;
+  for (int i = 0; i < kReads; ++i)
+    ASSERT_TRUE(eng().read(x, 0, 64, [&](Result<std::span<const std::byte>> d) {
+      ASSERT_TRUE(d.ok()) << d.error().to_string();
+      if (words(*d) == std::vector<std::uint32_t>(16, 9)) ++good;
+    }).ok());
+  ASSERT_TRUE(eng().run_until([&] { return good == kReads; }).ok());
+  EXPECT_EQ(good, kReads);
+  EXPECT_LE(eng().stats().callbacks - callbacks0, 8u) << "a driver callback per awaited command (8 queues)";
+}
+
 // A timed launch exists for its callback: an empty one is refused. A
 // borrowed write may go without on_done (the caller keeps its bytes until
 // finish()), also from host memory released while the write is in flight.

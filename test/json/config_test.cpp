@@ -64,7 +64,7 @@ TEST(Config, EmptyObjectGivesDefaults) {
   EXPECT_EQ(r->cache_dir, d.cache_dir);
   EXPECT_EQ(r->profile, d.profile);
   EXPECT_EQ(r->program_memo, d.program_memo);
-  EXPECT_EQ(r->spin_us, 0u);  // no spinning unless asked for
+  EXPECT_FALSE(r->spin_us.has_value());  // "auto": GPUs spin briefly, CPU devices never
   EXPECT_EQ(r->command_events, uvcl::CommandEvents::Auto);
   EXPECT_EQ(r->debug_backends, d.debug_backends);
   EXPECT_EQ(r->debug_asm, d.debug_asm);
@@ -87,7 +87,7 @@ TEST(Config, EveryKeyIsRead) {
   EXPECT_EQ(r->cache_dir, "/tmp/cache");
   EXPECT_TRUE(r->profile);
   EXPECT_EQ(r->program_memo, 9u);
-  EXPECT_EQ(r->spin_us, 250u);
+  EXPECT_EQ(r->spin_us, std::optional<unsigned>(250u));
   EXPECT_EQ(r->command_events, uvcl::CommandEvents::Awaited);
   EXPECT_TRUE(r->debug_backends);
   EXPECT_TRUE(r->debug_asm);
@@ -124,14 +124,15 @@ TEST(Config, QueueAndWindowRangeEdges) {
                  Edge{"spin_us", 0, 1000000}, Edge{"loop_budget_us", 0, 1000000}}) {
     const std::string key = e.key;
     auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
-    const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi);
+    const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi) +
+                                 (key == "spin_us" ? " or \"auto\"" : "");
     for (long long ok : {e.lo, e.hi}) {
       auto r = uvcl::parse_config(doc(ok));
       ASSERT_TRUE(r.ok()) << r.error().message;
       const unsigned got = key == "queues"         ? r->queues
                            : key == "window"       ? r->window
                            : key == "program_memo" ? r->program_memo
-                           : key == "spin_us"      ? r->spin_us
+                           : key == "spin_us"      ? r->spin_us.value_or(~0u)
                                                    : r->loop_budget_us;
       EXPECT_EQ(got, static_cast<unsigned>(ok));
     }
@@ -139,6 +140,23 @@ TEST(Config, QueueAndWindowRangeEdges) {
       EXPECT_EQ(config_error(doc(bad)), "cfg.json: opencl." + key + ": expected " + expected + ", got " +
                                             std::to_string(bad));
   }
+}
+
+TEST(Config, SpinIsAnIntegerOrAuto) {
+  auto r = uvcl::parse_config(R"({"opencl": {"spin_us": 5}})");
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  auto a = uvcl::parse_config(R"({"opencl": {"spin_us": "auto"}})");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_FALSE(a->spin_us.has_value());
+  EXPECT_EQ(config_error(R"({"opencl": {"spin_us": "fast"}})"),
+            R"(cfg.json: opencl.spin_us: expected an integer 0..1000000 or "auto", got "fast")");
+  EXPECT_EQ(config_error(R"({"opencl": {"spin_us": null}})"),
+            R"(cfg.json: opencl.spin_us: expected an integer 0..1000000 or "auto", got null)");
+  uvcl::Config c;
+  c.spin_us = uvcl::kMaxSpinUs + 1;
+  auto v = uvcl::validate_config(c);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().message, "opencl.spin_us (1000001) is outside 0..1000000");
 }
 
 TEST(Config, IntegersMustBeIntegers) {
