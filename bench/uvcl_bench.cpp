@@ -492,6 +492,7 @@ Json fig2(Ctx& c) {
   column(fig, "bare_events", "bare, 16 queues, an event per launch");
   column(fig, "bare_markers", "bare, 16 queues, a marker per queue per round");
   column(fig, "bare_callbacks", "bare, 16 queues, a marker with a callback per queue per round");
+  column(fig, "bare_status", "bare, 16 queues, a marker per queue per round, the previous round's marker status read");
   column(fig, "bare1", "bare, 1 queue");
   column(fig, "pyopencl", "pyopencl, 16 queues");
   column(fig, "pyopencl1", "pyopencl, 1 queue");
@@ -501,7 +502,7 @@ Json fig2(Ctx& c) {
   std::vector<unsigned> bare_queues = {1, 2, 4, 8, 16};
   Json bare_curve = Json::array();
   double bare1_ms = 0, bare_best = 0, bare16_ms = 0, bare16_events_ms = 0, bare16_markers_ms = 0,
-         bare16_callbacks_ms = 0;
+         bare16_callbacks_ms = 0, bare16_status_ms = 0;
   {
     Bare b(*c.api, c.dev(), 16);
     cl_program p = b.build(kKernels);
@@ -514,9 +515,12 @@ Json fig2(Ctx& c) {
     // What events cost this driver's concurrency: one per launch, or one
     // marker per queue per round (uvcl's fences), with or without a
     // completion callback on it (how uvcl hears of completion).
-    enum class Events { None, PerLaunch, MarkerPerRound, MarkerWithCallback };
+    // And what asking whether a marker has completed costs (uvcl's queue
+    // choice reads the status of a running queue's last event).
+    enum class Events { None, PerLaunch, MarkerPerRound, MarkerWithCallback, MarkerStatusRead };
     std::vector<double> bare16_submit;
     auto run = [&](unsigned nq, Events events = Events::None) {
+      std::vector<cl_event> last(nq, nullptr);
       const std::uint64_t t0 = now_ns();
       for (std::size_t j = 0; j < length; ++j) {
         for (std::size_t ch = 0; ch < chains; ++ch) {
@@ -529,19 +533,29 @@ Json fig2(Ctx& c) {
           if (ev) b.api.clReleaseEvent(ev);
         }
         for (unsigned q = 0; q < nq; ++q) {
-          if (events == Events::MarkerPerRound || events == Events::MarkerWithCallback) {
+          if (events == Events::MarkerStatusRead && last[q]) {
+            cl_int st = CL_QUEUED;
+            ck(b.api.clGetEventInfo(last[q], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr), "status");
+            b.api.clReleaseEvent(last[q]);
+            last[q] = nullptr;
+          }
+          if (events != Events::None && events != Events::PerLaunch) {
             cl_event m = nullptr;
             ck(b.api.clEnqueueMarkerWithWaitList(b.q(q), 0, nullptr, &m), "marker");
             if (events == Events::MarkerWithCallback)
               ck(b.api.clSetEventCallback(m, CL_COMPLETE, [](cl_event, cl_int, void*) {}, nullptr), "callback");
-            b.api.clReleaseEvent(m);
+            if (events == Events::MarkerStatusRead) last[q] = m;
+            else b.api.clReleaseEvent(m);
           }
           b.api.clFlush(b.q(q));
         }
       }
       if (nq == 16 && events == Events::None) bare16_submit.push_back(us_since(t0) / 1e3);
       for (unsigned q = 0; q < nq; ++q) ck(b.api.clFinish(b.q(q)), "clFinish");
-      return us_since(t0) / 1e3;
+      const double ms = us_since(t0) / 1e3;
+      for (cl_event m : last)
+        if (m) b.api.clReleaseEvent(m);
+      return ms;
     };
     run(16);  // warm-up
     for (unsigned nq : bare_queues) {
@@ -566,6 +580,7 @@ Json fig2(Ctx& c) {
     bare16_events_ms = best_of(Events::PerLaunch);
     bare16_markers_ms = best_of(Events::MarkerPerRound);
     bare16_callbacks_ms = best_of(Events::MarkerWithCallback);
+    bare16_status_ms = best_of(Events::MarkerStatusRead);
   }
 
   std::vector<unsigned> curve;
@@ -648,6 +663,7 @@ Json fig2(Ctx& c) {
   t["bare_events"] = bare16_events_ms;
   t["bare_markers"] = bare16_markers_ms;
   t["bare_callbacks"] = bare16_callbacks_ms;
+  t["bare_status"] = bare16_status_ms;
   t["bare1"] = bare1_ms;
   Json& s = add_row(fig, "2.speedup", "speedup over bare with 1 queue", "x", true);
   s["uvcl"] = bare1_ms / u8_ms;
@@ -656,6 +672,7 @@ Json fig2(Ctx& c) {
   s["bare_events"] = bare1_ms / bare16_events_ms;
   s["bare_markers"] = bare1_ms / bare16_markers_ms;
   s["bare_callbacks"] = bare1_ms / bare16_callbacks_ms;
+  s["bare_status"] = bare1_ms / bare16_status_ms;
   s["bare1"] = 1.0;
   Json& best = add_row(fig, "2.best", "best multi-queue speedup (uvcl over queues 1..16, bare over 2..16)", "x", true);
   best["uvcl"] = ubest;
@@ -1137,6 +1154,7 @@ Json fig5(Ctx& c) {
   column(fig, "bare", "bare, pinned host memory");
   column(fig, "bare_pageable", "bare, pageable host memory");
   column(fig, "bare_async", "bare, pinned, non-blocking call + clFinish");
+  column(fig, "bare_events", "bare, pinned, back to back with an event and a flush each (status read, released)");
   column(fig, "pyopencl", "pyopencl, pinned");
   column(fig, "pyopencl_pageable", "pyopencl, pageable");
   const std::string big_name = std::to_string(big >> 20) + " MiB";
@@ -1269,7 +1287,7 @@ Json fig5(Ctx& c) {
   measure_uvcl(kFig5SpinUs, us);
   struct B {
     std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async;
-    double w_pin = 0, w_page = 0, r_pin = 0, r_page = 0, w_pin_pipe = 0, r_pin_pipe = 0;
+    double w_pin = 0, w_page = 0, r_pin = 0, r_page = 0, w_pin_pipe = 0, r_pin_pipe = 0, r_pin_pipe_events = 0;
   } bb;
   {
     Bare b(*c.api, c.dev(), 1);
@@ -1337,6 +1355,25 @@ Json fig5(Ctx& c) {
       ck(api.clFinish(q), "finish");
       bb.r_pin_pipe = us_since(t0) / ops;
     }
+    {
+      // The driver calls uvcl makes for each awaited read: an event, a
+      // flush (a read is a sync point), a status read and a release.
+      std::vector<cl_event> evs(static_cast<std::size_t>(ops), nullptr);
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) {
+        ck(api.clEnqueueReadBuffer(q, s, CL_FALSE, 0, small, static_cast<unsigned char*>(hp) + small * (i % 64), 0,
+                                   nullptr, &evs[static_cast<std::size_t>(i)]),
+           "read");
+        ck(api.clFlush(q), "flush");
+      }
+      ck(api.clFinish(q), "finish");
+      for (cl_event ev : evs) {
+        cl_int st = CL_QUEUED;
+        ck(api.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr), "status");
+        api.clReleaseEvent(ev);
+      }
+      bb.r_pin_pipe_events = us_since(t0) / ops;
+    }
     api.clEnqueueUnmapMemObject(q, pin, hp, 0, nullptr, nullptr);
     b.finish();
   }
@@ -1387,6 +1424,7 @@ Json fig5(Ctx& c) {
   rp["uvcl_host"] = u.small_rh_pipe;
   rp["uvcl_host_spin"] = us.small_rh_pipe;
   rp["bare"] = bb.r_pin_pipe;
+  rp["bare_events"] = bb.r_pin_pipe_events;
   return fig;
 }
 

@@ -144,6 +144,7 @@ void Engine::Impl::cancel_windows() {
   // Work still in windows never ran: cancel it.
   for (const auto& d : devices) {
     for (const Command& c : d->window.take()) submitter.fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
+    d->window.end_batch();
   }
 }
 

@@ -85,9 +85,10 @@ void Submitter::submit_window(std::uint32_t device) {
   const std::uint64_t t0 = e.trace ? uv_hrtime() : 0;
   std::size_t submitted = 0;
   while (!d.window.empty()) {
-    std::vector<Command> cmds = d.window.take();
+    std::vector<Command>& cmds = d.window.take();
     for (Command& c : cmds) submit_one(d, c);
     submitted += cmds.size();
+    d.window.end_batch();
   }
   d.submitting = false;
   for (Queue& q : d.queues) q.unfinished_from = 0;

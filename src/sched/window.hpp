@@ -4,6 +4,7 @@
 // when the window is full, once per loop iteration, and at sync points.
 #pragma once
 
+#include <cassert>
 #include <cstddef>
 #include <utility>
 #include <vector>
@@ -13,7 +14,10 @@ namespace uvcl::sched {
 template <class Command>
 class Window {
  public:
-  explicit Window(std::size_t capacity) : capacity_(capacity ? capacity : 1) { items_.reserve(capacity_); }
+  explicit Window(std::size_t capacity) : capacity_(capacity ? capacity : 1) {
+    items_.reserve(capacity_);
+    batch_.reserve(capacity_);
+  }
 
   // Returns true when the window is now full and must be submitted.
   bool push(Command c) {
@@ -27,13 +31,16 @@ class Window {
   void pop_back() { items_.pop_back(); }
   Command& back() { return items_.back(); }
   bool full() const { return items_.size() >= capacity_; }
-  // Takes every command, oldest first, leaving the window empty.
-  std::vector<Command> take() {
-    std::vector<Command> out;
-    out.reserve(capacity_);
-    out.swap(items_);
-    return out;
+  // Moves every command, oldest first, into the batch being submitted,
+  // leaving the window empty for what is made meanwhile; end_batch() once
+  // the batch is submitted. Two buffers that trade places: a submission
+  // allocates nothing, though sync points submit a window of one command.
+  std::vector<Command>& take() {
+    assert(batch_.empty() && "one batch at a time");
+    batch_.swap(items_);
+    return batch_;
   }
+  void end_batch() { batch_.clear(); }
   bool empty() const { return items_.empty(); }
   std::size_t size() const { return items_.size(); }
   std::size_t capacity() const { return capacity_; }
@@ -41,6 +48,7 @@ class Window {
  private:
   std::size_t capacity_;
   std::vector<Command> items_;
+  std::vector<Command> batch_;  // take()n, being submitted
 };
 
 }  // namespace uvcl::sched
