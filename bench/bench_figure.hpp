@@ -30,6 +30,7 @@ struct Options {
   std::optional<unsigned> engine_spin_us;  // opencl.spin_us of every engine, nullopt: "auto" (figures 3 and 5 also measure their own)
   uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
   std::optional<unsigned> engine_loop_budget_us;                   // opencl.loop_budget_us of every engine
+  std::optional<unsigned> engine_window;                           // opencl.window of every engine
   std::optional<uvcl::CompileMode> engine_compile;                 // opencl.compile of every engine
   std::vector<std::string> jobs;  // figure 11's job files
   unsigned job_passes = 0;        // 0: about 20000 launches' worth
@@ -72,6 +73,7 @@ inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, co
   cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;  // nullopt: "auto"
   cfg.command_events = c.opt.engine_events;
   if (c.opt.engine_loop_budget_us) cfg.loop_budget_us = *c.opt.engine_loop_budget_us;
+  if (c.opt.engine_window) cfg.window = *c.opt.engine_window;
   if (c.opt.engine_compile) cfg.compile = *c.opt.engine_compile;
   cfg.cache_dir = cache_dir;
   if (tweak) tweak(cfg);

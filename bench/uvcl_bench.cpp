@@ -5,7 +5,7 @@
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
 //              [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]
-//              [--engine-loop-budget-us N] [--engine-compile process|inline]
+//              [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]
 //              [--job JOB.json]... [--job-passes N]
 //
 // Figures (docs/BENCHMARKS.md explains each and states its target):
@@ -2373,7 +2373,7 @@ void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
                "                  [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
-               "                  [--engine-loop-budget-us N] [--engine-compile process|inline]\n"
+               "                  [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]\n"
                "                  [--job JOB.json]... [--job-passes N]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
                "         11 only with --job)\n";
@@ -2412,6 +2412,7 @@ int run(int argc, char** argv) {
     else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));  // default "auto"
     else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-window") c.opt.engine_window = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-compile") {
       const std::string v = value(i);
       if (v == "process") c.opt.engine_compile = uvcl::CompileMode::Process;

@@ -34,16 +34,19 @@ void Completion::make_final(CommandRec& r) {
   e.commands.drop_front_while([](const CommandRec& c) { return c.state == sched::CommandState::Final; });
 }
 
-// Asks the driver rather than guessing "pending" for recent commands: a
-// wait on an event that has already failed is not harmless. On PoCL 3.1 a
-// command enqueued with a failed event in its wait list stays CL_QUEUED for
-// good (docs/architecture.md, "failure follows the data"); skipping this
-// check for commands not yet flushed hung the fault sweep's reads.
+// On PoCL, asks the driver rather than guessing "pending" for recent
+// commands: a wait on an event that has already failed is not harmless
+// there. On PoCL 3.1 a command enqueued with a failed event in its wait list
+// stays CL_QUEUED for good (docs/architecture.md, "failure follows the
+// data"); skipping this check for commands not yet flushed hung the fault
+// sweep's reads. Elsewhere (DeviceCtx::status_at_submit) what the
+// completion walk has not seen finish is pending.
 bool Engine::Impl::is_complete(CommandId id) const {
   const CommandRec* r = commands.find(id);
   if (!r || sched::device_done(r->state) || r->seen_done) return true;  // no record: final
   if (r->queue == sched::kNoQueue) return false;  // pending, or a user event: completed by us
   DeviceCtx& d = *devices[r->device];
+  if (!d.status_at_submit) return false;
   const CommandId by_id = Completion::completing_id(d, id, r->queue);
   if (by_id == 0) return false;  // its fence comes with the next flush
   // Const in the scheduler's eyes; the flags below cache driver state.

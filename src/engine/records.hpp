@@ -171,6 +171,13 @@ struct DeviceCtx {
   // event-less commands, no fences.
   bool event_per_command = false;
   unsigned spin_us = 0;  // Config::spin_us, "auto" resolved for this device
+  // Whether submission asks the driver if a running command has finished
+  // (is_complete). Only where a wait on a failed event hangs (PoCL): the
+  // answer lets the engine fail the waiting command itself. Elsewhere the
+  // engine goes by what its completion walk has seen: on NVIDIA's driver a
+  // status read of a running event costs more than a launch, and a wait on
+  // a command that has in fact finished is harmless.
+  bool status_at_submit = true;
   bool submitting = false;  // inside submit_window: a nested call leaves new commands to the outer one
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}
