@@ -165,6 +165,10 @@ struct EngineStats {
   // could (the earlier ones complete before it); per awaited command still
   // running when a spin ends; on each queue's last command in finish().
   std::uint64_t callbacks = 0;
+  // Cross-device copies larger than their ring of pinned chunks read the
+  // source in place; a command that writes the source while chunks are
+  // unread first has the rest copied aside on the source device: how often.
+  std::uint64_t snapshots = 0;
   // Wall time the loop spent spinning for completions (opencl.spin_us)
   // instead of sleeping: CPU time of the loop's core.
   std::uint64_t spin_ns = 0;

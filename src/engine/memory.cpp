@@ -40,21 +40,25 @@ Result<Buffer> Engine::allocate(std::size_t device, std::size_t bytes) {
   Impl& e = *impl_;
   auto usable = e.usable_device(device, "allocate");
   if (!usable) return std::move(usable).error();
-  DeviceCtx& d = *usable.value();
+  return e.memory.allocate(*usable.value(), device, bytes, "allocate");
+}
+
+Result<Buffer> Memory::allocate(DeviceCtx& d, std::size_t device, std::size_t bytes, const char* what) {
   // Free memory first: its message carries both numbers a caller can act on.
   const std::uint64_t total = d.dev.info.global_memory;
   const std::uint64_t free = total > d.allocated ? total - d.allocated : 0;
   if (bytes > free)
-    return Error{Status::MemoryAllocation, "allocate: requested " + std::to_string(bytes) + " bytes on device " +
-                                               std::to_string(device) + ", " + std::to_string(free) + " free"};
-  UVCL_TRY(Memory::check_allocation_size(d, bytes, "allocate"));
+    return Error{Status::MemoryAllocation, std::string(what) + ": requested " + std::to_string(bytes) +
+                                               " bytes on device " + std::to_string(device) + ", " +
+                                               std::to_string(free) + " free"};
+  UVCL_TRY(Memory::check_allocation_size(d, bytes, what));
   cl_int rc = CL_SUCCESS;
   cl_mem mem = e.api->clCreateBuffer(d.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
   if (rc != CL_SUCCESS)
     return cl::call_error(Status::MemoryAllocation, "clCreateBuffer", rc)
-        .context("allocate " + std::to_string(bytes) + " bytes on device " + std::to_string(device));
+        .context(std::string(what) + " " + std::to_string(bytes) + " bytes on device " + std::to_string(device));
   const std::uint64_t id = e.next_handle++;
-  BufferRec& b = e.memory.buffers[id];
+  BufferRec& b = buffers[id];
   b.device = static_cast<std::uint32_t>(device);
   b.mem = mem;
   b.bytes = bytes;

@@ -24,6 +24,10 @@ struct BufferRec {
   sched::BufferState state = sched::BufferState::Live;
   sched::BufferHazards hazards;
   std::optional<Error> poison;
+  // Cross-device copies that read it chunk by chunk, larger than their
+  // ring: a command that writes it makes them snapshot the rest first
+  // (Transfers::snapshot_unread).
+  std::uint32_t cross_readers = 0;
 };
 
 // Memory from alloc_host: a staging block handed to the caller.
@@ -46,6 +50,8 @@ struct Memory {
   std::uint64_t buffers_freed = 0;  // SetArg: a buffer argument set before a free may name a reused handle
 
   Result<BufferRec*> live_buffer(Buffer b, const char* what);
+  // A new buffer on device `d` (index `device`); `what` starts the messages.
+  Result<Buffer> allocate(DeviceCtx& d, std::size_t device, std::size_t bytes, const char* what);
   // Memory of the device's context `what` asks for: not empty, not beyond
   // the device's largest allocation.
   static Result<void> check_allocation_size(const DeviceCtx& d, std::size_t bytes, const char* what);

@@ -51,6 +51,20 @@ void Submitter::unstage(std::uint32_t device) { e.devices[device]->window.pop_ba
 CommandId Submitter::commit(std::uint32_t device) {
   DeviceCtx& d = *e.devices[device];
   Command& c = d.window.back();
+  record(device, c);
+  const CommandId id = c.id;
+  if (d.window.full()) submit_window(device);
+  e.update_busy();
+  return id;
+}
+
+CommandId Submitter::submit_ahead(std::uint32_t device, Command c) {
+  record(device, c);
+  submit_one(*e.devices[device], c);
+  return c.id;
+}
+
+void Submitter::record(std::uint32_t device, Command& c) {
   c.id = e.commands.next_id();
   CommandRec& r = e.commands.add();
   r.op = c.op;
@@ -66,10 +80,6 @@ CommandId Submitter::commit(std::uint32_t device) {
     if (!c.kernel_rec) c.kernel_rec = &e.progs.kernels.at(c.kernel);
     ++c.kernel_rec->uses;
   }
-  const CommandId id = c.id;
-  if (d.window.full()) submit_window(device);
-  e.update_busy();
-  return id;
 }
 
 void Submitter::submit_all() {
@@ -149,6 +159,8 @@ void Submitter::fail_unsubmitted(const Command& c, Error err) {
 // recorded as submitted, watched (if someone awaits it) and shown (trace,
 // schedule). A step that fails the command ends its submission.
 void Submitter::submit_one(DeviceCtx& d, Command& c) {
+  for (const Access& a : c.accesses)
+    if (a.write && a.rec->cross_readers > 0) e.transfers.snapshot_unread(a.buffer);
   if (!admit(d, c)) return;
   const QueueIndex q = place(d, c);
   Waits waits;

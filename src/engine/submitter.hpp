@@ -23,6 +23,10 @@ struct Submitter {
   Command& stage(std::uint32_t device);
   CommandId commit(std::uint32_t device);
   void unstage(std::uint32_t device);
+  // Submits `c` at once, from inside a window's submission, ahead of the
+  // command being submitted there (a cross-device copy's snapshot of a
+  // source that command overwrites).
+  CommandId submit_ahead(std::uint32_t device, Command c);
   void submit_window(std::uint32_t device);
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);
@@ -44,6 +48,9 @@ struct Submitter {
   bool needs_own_event(const DeviceCtx& d, const Command& c) const;
 
  private:
+  // A command's record, and the holds it keeps on its buffers and kernel
+  // until it is submitted.
+  void record(std::uint32_t device, Command& c);
   // submit_one's steps; false: the command failed and its submission ends.
   struct Waits {
     sched::WaitList waits;

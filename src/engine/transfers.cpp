@@ -240,24 +240,9 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
     }
     x.chunks[i].staging = st.value();
   }
-  if (ring < n) {
-    // Chunks beyond the ring are read once earlier ones have landed, after
-    // later commands may have written the source: they read a snapshot taken
-    // now, in program order, on the source device.
-    auto snap = allocate(s.device, bytes);
-    if (!snap) {
-      give_back_all();
-      return std::move(snap).error().context("cross-device copy: snapshot of buffer " + std::to_string(src.id));
-    }
-    Command c;
-    c.op = Op::Copy;
-    c.accesses.push_back(Access{src.id, true, false});
-    c.accesses.push_back(Access{snap.value().id, false, true});
-    c.src_offset = src_offset;
-    c.bytes = bytes;
-    e.submitter.enqueue(s.device, std::move(c));
-    x.read_from = x.snapshot = snap.value().id;
-    x.read_offset = 0;
+  if (ring < n) {  // the reads beyond the ring need the source later
+    ++s.refs;
+    x.held = src.id;
   }
   const std::uint64_t xid = e.next_handle++;
   x.reads_issued = ring;
@@ -265,6 +250,15 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   std::vector<CommandId> reads;
   for (std::size_t i = 0; i < ring; ++i) reads.push_back(e.transfers.cross_read(xid, i));
   e.submitter.submit_window(s.device);
+  if (ring < n) {
+    // Chunks beyond the ring are read once earlier ones have landed. Until a
+    // later command writes the source they read it in place; that command
+    // first has the copy snapshot what is still unread (snapshot_unread).
+    // Counted only now: the window just submitted holds earlier commands,
+    // whose writes the copy must see.
+    ++s.cross_readers;
+    e.transfers.crosses.at(xid).lazy = true;
+  }
   Command w;
   w.op = Op::CrossWrite;
   w.accesses.push_back(write_access(dst, t, dst_offset, bytes));
@@ -285,7 +279,7 @@ CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i) {
   Command r;
   r.op = Op::Read;
   r.accesses.push_back(Access{x.read_from, true, false});
-  r.offset = x.read_offset + chunk.offset;
+  r.offset = x.read_offset + chunk.offset - x.read_base;
   r.bytes = chunk.bytes;
   r.host_dst = chunk.staging.ptr;
   r.wants_callback = true;
@@ -295,11 +289,48 @@ CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i) {
   return id;
 }
 
-void Transfers::release_snapshot(CrossCopy& x) {
-  if (x.snapshot == 0) return;
-  auto it = e.memory.buffers.find(x.snapshot);
-  x.snapshot = 0;
-  if (it != e.memory.buffers.end() && it->second.state == sched::BufferState::Live) e.memory.drop_ref(it->first, it->second);
+void Transfers::release_held(CrossCopy& x) {
+  if (x.held == 0) return;
+  const std::uint64_t id = x.held;
+  x.held = 0;
+  auto it = e.memory.buffers.find(id);
+  if (it == e.memory.buffers.end()) return;
+  BufferRec& b = it->second;
+  if (x.lazy) --b.cross_readers;
+  x.lazy = false;
+  if (b.state == sched::BufferState::Live) e.memory.drop_ref(id, b);
+}
+
+void Transfers::snapshot_unread(std::uint64_t buffer) {
+  for (auto& [xid, x] : crosses) {
+    if (!x.lazy || x.read_from != buffer) continue;
+    if (x.reads_issued == x.chunks.size() || x.error || x.abandoned) {
+      release_held(x);
+      continue;
+    }
+    const std::size_t base = x.chunks[x.reads_issued].offset;
+    const std::size_t rest = x.chunks.back().offset + x.chunks.back().bytes - base;
+    const std::string what = "copy: snapshot of the unread part of buffer " + std::to_string(buffer);
+    auto snap = e.memory.allocate(*e.devices[x.src_device], x.src_device, rest, what.c_str());
+    if (!snap) {  // the copy fails; the command that writes the source goes on
+      x.error = std::move(snap).error();
+      e.report(*x.error);
+      release_held(x);
+      continue;
+    }
+    Command c;
+    c.op = Op::Copy;
+    c.accesses.push_back(Access{buffer, true, false});
+    c.accesses.push_back(Access{snap->id, false, true});
+    c.src_offset = x.read_offset + base;
+    c.bytes = rest;
+    e.submitter.submit_ahead(x.src_device, std::move(c));
+    release_held(x);  // the snapshot's copy holds the source until it ran
+    x.held = x.read_from = snap->id;
+    x.read_offset = 0;
+    x.read_base = base;
+    ++e.counters.snapshots;
+  }
 }
 
 namespace {
@@ -466,7 +497,7 @@ void Transfers::poll_crosses() {
       cross_read(xid, i);
       CrossCopy& x = crosses.at(xid);
       sources.push_back(x.src_device);
-      if (x.reads_issued == x.chunks.size()) release_snapshot(x);
+      if (x.reads_issued == x.chunks.size()) release_held(x);
     }
     for (std::uint32_t dev : sources) e.submitter.submit_window(dev);
     for (std::uint64_t xid : finished) cross_finish(xid);
@@ -480,7 +511,7 @@ void Transfers::cross_finish(std::uint64_t xid) {
   CrossCopy x = std::move(it->second);
   crosses.erase(it);
   for (CrossChunk& c : x.chunks) e.devices[x.src_device]->staging->give_back(c.staging);
-  release_snapshot(x);
+  release_held(x);
   for (cl_event w : x.dst_waits) e.api->clReleaseEvent(w);
   // Not submitted: its failure was reported when submission failed.
   // Abandoned: the teardown failed its user event; its callback is cancelled.

@@ -24,11 +24,17 @@ struct CrossCopy {
   std::uint32_t src_device = 0, dst_device = 0;
   std::uint64_t dst = 0;
   std::size_t dst_offset = 0;
-  // The chunk reads read [read_offset, +bytes) of read_from: the source
-  // itself, or a snapshot of it (a buffer of the engine's, reference dropped
-  // once the last read is enqueued) when the copy is larger than its ring.
-  std::uint64_t read_from = 0, snapshot = 0;
-  std::size_t read_offset = 0;
+  // Chunk i reads [read_offset + chunks[i].offset - read_base, +bytes) of
+  // read_from: the source itself, or, once a later command is about to
+  // write the source while chunks are still unread, a snapshot of what is
+  // left (a buffer of the engine's, from chunk offset read_base on).
+  std::uint64_t read_from = 0;
+  std::size_t read_offset = 0, read_base = 0;
+  // The buffer the copy holds a reference on for the reads it has not
+  // issued yet (0: none left); `lazy` while that is the source itself,
+  // counted in its BufferRec::cross_readers.
+  std::uint64_t held = 0;
+  bool lazy = false;
   std::vector<CrossChunk> chunks;
   std::size_t reads_issued = 0, reads_done = 0;
   CommandId dst_command = 0;
@@ -51,7 +57,11 @@ struct Transfers {
   std::unordered_map<std::uint64_t, CrossCopy> crosses;
 
   CommandId cross_read(std::uint64_t xid, std::size_t i);  // enqueues chunk i's read; the caller counts reads_issued
-  void release_snapshot(CrossCopy& x);
+  void release_held(CrossCopy& x);  // the last read is issued, or the copy ends
+  // A command about to be submitted writes `buffer`, which copies still read
+  // chunk by chunk: each first snapshots what it has not read (a device copy
+  // submitted now, ahead of that command), or fails if it cannot.
+  void snapshot_unread(std::uint64_t buffer);
   void cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error);
   void poll_crosses();
   void cross_finish(std::uint64_t xid);
