@@ -163,6 +163,7 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   CommandRec& r = *e.commands.find(id);
   r.status = status;
   open_gate(r);
+  if (r.bytes && status == CL_COMPLETE) e.devices[r.device]->spin_rates.learn(r.op, r.bytes, uv_hrtime() - r.submit_ns);
   if (r.op == Op::Timed && status == CL_COMPLETE) {
     cl_ulong start = 0, end = 0;
     cl_int rc = e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);

@@ -114,6 +114,7 @@ Result<void> Engine::Impl::init_devices() {
     d->event_per_command = config.command_events == CommandEvents::All ||
                            (config.command_events == CommandEvents::Auto && pocl);
     d->spin_us = config.spin_us.value_or(dev.info.type == DeviceType::Cpu ? 0 : kAutoSpinUs);
+    d->learns_spin = !config.spin_us && d->spin_us > 0;
     d->status_at_submit = pocl;
     d->staging = std::make_unique<StagingPool>(*api, d->context, d->map_queue);
     if (config.debug_backends)

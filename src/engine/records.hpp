@@ -86,6 +86,7 @@ struct CommandRec {
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
   std::uint64_t submit_ns = 0;
+  std::size_t bytes = 0;  // a transfer's, while its device learns spin rates
   sched::GraphNode node;                          // its place in the dependency graph
   sched::ScratchList<std::uint64_t, 8> written;  // buffers it writes: poisoned if it fails
   std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
@@ -134,6 +135,29 @@ struct Queue {
 
 struct DeviceCtx;
 
+// Nanoseconds per byte the last large awaited transfer of each kind took on
+// a device, submission to completion seen (0: none yet).
+struct SpinRates {
+  static constexpr std::size_t kMinBytes = std::size_t{1} << 20;  // smaller ones fit the plain spin
+  static constexpr std::uint64_t kMaxSpinNs = 10'000'000;          // at most this much spinning per transfer
+  double ns_per_byte[4] = {};  // Write, Fill, Read, Copy
+  static int slot(Op op) noexcept {
+    return op == Op::Write ? 0 : op == Op::Fill ? 1 : op == Op::Read ? 2 : op == Op::Copy ? 3 : -1;
+  }
+  // The spin a transfer of `bytes` bytes gets beyond the plain one: its
+  // expected length with a quarter to spare, bounded; 0 when unknown.
+  std::uint64_t extra_ns(Op op, std::size_t bytes) const noexcept {
+    const int i = slot(op);
+    if (i < 0 || bytes < kMinBytes || ns_per_byte[i] <= 0) return 0;
+    const double ns = ns_per_byte[i] * static_cast<double>(bytes) * 1.25;
+    return ns >= static_cast<double>(kMaxSpinNs) ? kMaxSpinNs : static_cast<std::uint64_t>(ns);
+  }
+  void learn(Op op, std::size_t bytes, std::uint64_t took_ns) noexcept {
+    const int i = slot(op);
+    if (i >= 0 && bytes >= kMinBytes) ns_per_byte[i] = static_cast<double>(took_ns) / static_cast<double>(bytes);
+  }
+};
+
 // A device's compiler processes and the builds waiting for one
 // (compilers.cpp). Owner of the processes' callbacks.
 struct DeviceCompilers final : CompilerProcess::Owner {
@@ -171,6 +195,13 @@ struct DeviceCtx {
   // event-less commands, no fences.
   bool event_per_command = false;
   unsigned spin_us = 0;  // Config::spin_us, "auto" resolved for this device
+  // Config::spin_us "auto" on a device that spins: a large awaited transfer
+  // also spins for as long as the last one of its kind took per byte
+  // (SpinRates), bounded: a driver's completion callback can arrive late
+  // after a long transfer, and the spin that sees it sooner costs only its
+  // own length.
+  bool learns_spin = false;
+  SpinRates spin_rates;
   // Whether submission asks the driver if a running command has finished
   // (is_complete). Only where a wait on a failed event hangs (PoCL): the
   // answer lets the engine fail the waiting command itself. Elsewhere the

@@ -170,7 +170,7 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   Enqueued done;
   if (!enqueue_or_fail(d, c, q, events, done)) return;
   record_submitted(d, c, q, done, waits);
-  if (c.wants_callback && q != sched::kNoQueue) watch(d, d.queues[q], c.id);
+  if (c.wants_callback && q != sched::kNoQueue) watch(d, d.queues[q], c);
   show(d, c, q, waits);
   release_pending(e, c);
 }
@@ -332,7 +332,8 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
     if (const CommandRec* waited = e.commands.find(id); waited && waited->queue != q) ++e.counters.cross_queue_waits;
 }
 
-void Submitter::watch(const DeviceCtx& d, Queue& queue, CommandId id) {
+void Submitter::watch(const DeviceCtx& d, Queue& queue, const Command& c) {
+  const CommandId id = c.id;
   // Config::spin_us: someone waits for this one, so look for its
   // completion on every loop iteration rather than through the driver's
   // callback thread and uv_async (two wake-ups later). A busy core, for
@@ -345,7 +346,14 @@ void Submitter::watch(const DeviceCtx& d, Queue& queue, CommandId id) {
     return;
   }
   const std::uint64_t now = uv_hrtime();
-  e.spin_until_ns = std::max(e.spin_until_ns, now + std::uint64_t{d.spin_us} * 1000);
+  std::uint64_t spin_ns = std::uint64_t{d.spin_us} * 1000;
+  if (d.learns_spin && c.bytes >= SpinRates::kMinBytes) {
+    CommandRec& r = *e.commands.find(id);
+    if (r.submit_ns == 0) r.submit_ns = now;
+    r.bytes = c.bytes;
+    spin_ns += d.spin_rates.extra_ns(c.op, c.bytes);
+  }
+  e.spin_until_ns = std::max(e.spin_until_ns, now + spin_ns);
   if (e.spin_since_ns == 0) e.spin_since_ns = now;
   e.handles->set_spinning(true);
   if (e.callback_after_spin.size() >= 256)  // spinning without end: keep only what still runs

@@ -70,7 +70,7 @@ struct Submitter {
   void record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, const Enqueued& done, const Waits& w);
   // Someone awaits it: spin for it, or have the driver's callback asked for
   // before the loop next sleeps (ask_callbacks).
-  void watch(const DeviceCtx& d, Queue& queue, CommandId id);
+  void watch(const DeviceCtx& d, Queue& queue, const Command& c);
   void show(const DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w);  // trace, schedule record
 };
 

@@ -3,6 +3,7 @@
 #include <uv.h>
 
 #include "../watchdog.hpp"
+#include "engine/records.hpp"
 #include "engine_test_util.hpp"
 
 namespace uvcl::testing {
@@ -21,9 +22,10 @@ struct SpinRun {
   bool correct = false;
   int idle_during = -1;  // active idle handles seen inside the read callback
   int idle_after = -1;
+  std::uint64_t spin_ns = 0;  // EngineStats::spin_ns after the read
 };
 
-SpinRun read_back_with_spin(unsigned spin_us) {
+SpinRun read_back_with_spin(std::optional<unsigned> spin_us) {
   SpinRun out;
   Config c = test_config();
   c.spin_us = spin_us;
@@ -46,6 +48,7 @@ SpinRun read_back_with_spin(unsigned spin_us) {
   uv_run(e.loop(), UV_RUN_DEFAULT);  // returns once nothing is in flight
   EXPECT_TRUE(got) << "uv_run returned before the read completed";
   out.idle_after = active_idle_handles(e.loop());
+  out.spin_ns = e.stats().spin_ns;
   EXPECT_TRUE(e.release(*b).ok());
   return out;
 }
@@ -55,6 +58,7 @@ TEST(SpinTest, SpinsWhileAReadIsInFlightAndStopsWhenIdle) {
   EXPECT_TRUE(r.correct);
   EXPECT_EQ(r.idle_during, 1) << "spin_us > 0: the loop spins while the read is in flight";
   EXPECT_EQ(r.idle_after, 0) << "still spinning after the engine went idle";
+  EXPECT_GT(r.spin_ns, 0u) << "the spinning is not reported";
 }
 
 // Spinning ends (its deadline passes) while the read still runs behind a
@@ -90,11 +94,39 @@ TEST(SpinTest, AReadOutlastingTheSpinStillCompletes) {
   EXPECT_EQ(active_idle_handles(e.loop()), 0);
 }
 
-TEST(SpinTest, NoSpinningByDefault) {
-  const SpinRun r = read_back_with_spin(0);
+TEST(SpinTest, NoSpinningAtZero) {
+  const SpinRun r = read_back_with_spin(0u);
   EXPECT_TRUE(r.correct);
   EXPECT_EQ(r.idle_during, 0);
   EXPECT_EQ(r.idle_after, 0);
+  EXPECT_EQ(r.spin_ns, 0u);
+}
+
+// "auto" spins on GPUs only: on a CPU device the spinning core is one the
+// kernels need.
+TEST(SpinTest, AutoDoesNotSpinOnACpuDevice) {
+  const SpinRun r = read_back_with_spin(std::nullopt);
+  EXPECT_TRUE(r.correct);
+  EXPECT_EQ(r.idle_during, 0);
+  EXPECT_EQ(r.spin_ns, 0u);
+}
+
+// "auto" on a GPU: a large awaited transfer spins for the length the last
+// one of its kind took per byte, with a quarter to spare and a bound; small
+// ones and kinds not seen yet get the plain spin only.
+TEST(SpinTest, SpinRatesFollowTheLastLargeTransferOfEachKind) {
+  SpinRates rates;
+  const std::size_t mib = SpinRates::kMinBytes;
+  EXPECT_EQ(rates.extra_ns(Op::Copy, 256 * mib), 0u) << "nothing learned yet";
+  rates.learn(Op::Copy, 256 * mib, 1'000'000);  // 256 MiB in 1 ms
+  EXPECT_EQ(rates.extra_ns(Op::Copy, 128 * mib), 625'000u);
+  EXPECT_EQ(rates.extra_ns(Op::Read, 128 * mib), 0u) << "another kind of transfer";
+  EXPECT_EQ(rates.extra_ns(Op::Copy, mib - 1), 0u) << "small: the plain spin covers it";
+  rates.learn(Op::Copy, mib / 2, 1'000'000'000);  // too small to learn from
+  EXPECT_EQ(rates.extra_ns(Op::Copy, 128 * mib), 625'000u);
+  rates.learn(Op::Write, mib, 1'000'000'000);  // a second per MiB
+  EXPECT_EQ(rates.extra_ns(Op::Write, 256 * mib), SpinRates::kMaxSpinNs) << "bounded";
+  EXPECT_EQ(rates.extra_ns(Op::Launch, 256 * mib), 0u);
 }
 
 }  // namespace
