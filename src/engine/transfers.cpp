@@ -297,9 +297,10 @@ CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i) {
 
 void Transfers::release_snapshot(CrossCopy& x) {
   if (x.snapshot == 0) return;
-  auto it = e.memory.buffers.find(x.snapshot);
+  const std::uint64_t id = x.snapshot;
   x.snapshot = 0;
-  if (it != e.memory.buffers.end() && it->second.state == sched::BufferState::Live) e.memory.drop_ref(it->first, it->second);
+  BufferRec* b = e.memory.buffers.find(id);
+  if (b && b->state == sched::BufferState::Live) e.memory.drop_ref(id, *b);
 }
 
 namespace {
@@ -355,7 +356,7 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
   if (!x.error && !x.abandoned && !cross_waits_done(e, x)) return false;
   if (x.error || x.abandoned) return true;
   Queue& tq = d.queues[d.transfer_queue()];
-  cl_mem mem = e.memory.buffers.at(x.dst).mem;
+  cl_mem mem = e.memory.buffers.find(x.dst)->mem;
   for (; x.next_write < x.chunks.size(); ++x.next_write) {
     CrossChunk& chunk = x.chunks[x.next_write];
     if (!chunk.read_done) return false;
