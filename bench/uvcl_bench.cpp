@@ -4,7 +4,7 @@
 //   uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N...]]...
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
-//              [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]
+//              [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]
 //              [--engine-loop-budget-us N] [--engine-compile process|inline]
 //              [--job JOB.json]... [--job-passes N]
 //
@@ -1525,10 +1525,21 @@ Json fig6(Ctx& c) {
       return us;
     };
     run(true);
+    const uvcl::EngineStats s0 = e.stats();
     for (int r = 0; r < reps; ++r) {
       uw.push_back(run(true));
       un.push_back(run(false));
     }
+    // What the engine asked of the driver beyond the launches themselves:
+    // bare makes no events and flushes only at its finish.
+    const uvcl::EngineStats s1 = e.stats();
+    const double n = 2.0 * reps * iters;
+    Json& per = fig["uvcl_per_iteration"];
+    per["events"] = static_cast<double>(s1.events - s0.events) / n;
+    per["fences"] = static_cast<double>(s1.fences - s0.fences) / n;
+    per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / n;
+    per["cross_queue_waits"] = static_cast<double>(s1.cross_queue_waits - s0.cross_queue_waits) / n;
+    per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / n;
     fig["uvcl_live_buffers_after"] = e.stats().live_buffers;
   }
   {
@@ -2326,7 +2337,7 @@ Json meta(const Ctx& c) {
 void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
-               "                  [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
+               "                  [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
                "                  [--engine-loop-budget-us N] [--engine-compile process|inline]\n"
                "                  [--job JOB.json]... [--job-passes N]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
@@ -2364,6 +2375,7 @@ int run(int argc, char** argv) {
     else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
     else if (a == "--job") c.opt.jobs.push_back(value(i));
     else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-queues") c.opt.engine_queues = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-compile") {
