@@ -1753,7 +1753,10 @@ Json fig8(Ctx& c) {
   const std::uint64_t launches = c.pick<std::uint64_t>(100000, 20000, 1000);
   const std::uint64_t in_flight = c.pick<std::uint64_t>(100000, 20000, 1000);
   const std::uint64_t growth = c.opt.growth ? c.opt.growth : c.pick<std::uint64_t>(10000000, 1000000, 20000);
-  const std::size_t used = c.opt.smoke ? 64 : 1024;
+  // The same number of buffers in use at every live count, so that only the
+  // records around them differ: 1024 in use over 1000 live made a stride of
+  // 0, one hot buffer against a thousand cold ones at the larger counts.
+  const std::size_t used = std::min<std::size_t>(c.opt.smoke ? 64 : 1024, lives.front());
   const std::size_t bytes = 64;
   Json fig = make_figure("8", "Scale: live buffers, engine memory, no growth");
   fig["params"]["buffer_bytes"] = bytes;
