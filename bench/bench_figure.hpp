@@ -27,6 +27,7 @@ struct Options {
   std::uint64_t launches = 0, growth = 0;
   double idle_s = 0;
   int spin_iters = 0;
+  unsigned engine_queues = 8;   // opencl.queues of every engine a figure does not size itself
   std::optional<unsigned> engine_spin_us;  // opencl.spin_us of every engine, nullopt: "auto" (figures 3 and 5 also measure their own)
   uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
   std::optional<unsigned> engine_loop_budget_us;                   // opencl.loop_budget_us of every engine
@@ -64,12 +65,12 @@ inline void must(Result<void> r, const std::string& what) {
 
 // Engines see only the platform of the benchmarked device (so no other
 // driver's threads run in the process); `local` is the device's index there.
-inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 8, const std::string& cache_dir = {},
+inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 0, const std::string& cache_dir = {},
                                            std::optional<std::vector<std::size_t>> platforms = std::nullopt,
                                            std::optional<unsigned> spin_us = std::nullopt,
                                            const std::function<void(uvcl::Config&)>& tweak = {}) {
   uvcl::Config cfg;
-  cfg.queues = queues;
+  cfg.queues = queues ? queues : c.opt.engine_queues;
   cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;  // nullopt: "auto"
   cfg.command_events = c.opt.engine_events;
   if (c.opt.engine_loop_budget_us) cfg.loop_budget_us = *c.opt.engine_loop_budget_us;

@@ -67,9 +67,10 @@ DESCRIPTIONS = {
          "number). Warm: the same source again. 'ready' adds kernel creation, a first launch and a 4-byte "
          "read-back (PoCL finishes code generation at the first launch). uvcl with opencl.cache_dir: warm means "
          "a fresh engine (a restarted process) finding the binary on disk.",
-    "8": "Per-launch host cost with 1k, 100k and 1M live 64-byte buffers (launches use 1024 of them, spread "
-         "over the id space); resident memory per buffer and per in-flight command (RSS deltas, malloc_trim "
-         "before each); RSS after many launches with the loop collecting completions against RSS after 100k.",
+    "8": "Per-launch host cost with 1k, 100k and 1M live 64-byte buffers (launches use 1000 of them at "
+         "every count, spread over the id space); resident memory per buffer and per in-flight command (RSS "
+         "deltas, malloc_trim before each); RSS after many launches with the loop collecting completions "
+         "against RSS after 100k.",
     "9": "An idle engine (it has compiled, allocated and run work before) on its loop, with a 1 s timer of the "
          "benchmark's keeping uv_run going; process CPU time (CLOCK_PROCESS_CPUTIME_ID, what getrusage sums) per second, and the loop thread's own "
          "share. Bare: an idle context on a plain loop with the same timer.",

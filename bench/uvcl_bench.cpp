@@ -4,7 +4,7 @@
 //   uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N...]]...
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
-//              [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]
+//              [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]
 //              [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]
 //              [--job JOB.json]... [--job-passes N]
 //
@@ -1571,10 +1571,21 @@ Json fig6(Ctx& c) {
       return us;
     };
     run(true);
+    const uvcl::EngineStats s0 = e.stats();
     for (int r = 0; r < reps; ++r) {
       uw.push_back(run(true));
       un.push_back(run(false));
     }
+    // What the engine asked of the driver beyond the launches themselves:
+    // bare makes no events and flushes only at its finish.
+    const uvcl::EngineStats s1 = e.stats();
+    const double n = 2.0 * reps * iters;
+    Json& per = fig["uvcl_per_iteration"];
+    per["events"] = static_cast<double>(s1.events - s0.events) / n;
+    per["fences"] = static_cast<double>(s1.fences - s0.fences) / n;
+    per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / n;
+    per["cross_queue_waits"] = static_cast<double>(s1.cross_queue_waits - s0.cross_queue_waits) / n;
+    per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / n;
     fig["uvcl_live_buffers_after"] = e.stats().live_buffers;
   }
   {
@@ -1788,7 +1799,10 @@ Json fig8(Ctx& c) {
   const std::uint64_t launches = c.pick<std::uint64_t>(100000, 20000, 1000);
   const std::uint64_t in_flight = c.pick<std::uint64_t>(100000, 20000, 1000);
   const std::uint64_t growth = c.opt.growth ? c.opt.growth : c.pick<std::uint64_t>(10000000, 1000000, 20000);
-  const std::size_t used = c.opt.smoke ? 64 : 1024;
+  // The same number of buffers in use at every live count, so that only the
+  // records around them differ: 1024 in use over 1000 live made a stride of
+  // 0, one hot buffer against a thousand cold ones at the larger counts.
+  const std::size_t used = std::min<std::size_t>(c.opt.smoke ? 64 : 1024, lives.front());
   const std::size_t bytes = 64;
   Json fig = make_figure("8", "Scale: live buffers, engine memory, no growth");
   fig["params"]["buffer_bytes"] = bytes;
@@ -2372,7 +2386,7 @@ Json meta(const Ctx& c) {
 void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
-               "                  [--spin-iters N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
+               "                  [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
                "                  [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]\n"
                "                  [--job JOB.json]... [--job-passes N]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
@@ -2410,6 +2424,7 @@ int run(int argc, char** argv) {
     else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
     else if (a == "--job") c.opt.jobs.push_back(value(i));
     else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-queues") c.opt.engine_queues = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));  // default "auto"
     else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-window") c.opt.engine_window = static_cast<unsigned>(std::stoul(value(i)));

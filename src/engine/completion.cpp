@@ -261,10 +261,10 @@ void Engine::Impl::on_failed(CommandId id, const Error& error) {
   const CommandRec* r = commands.find(id);
   if (!r) return;
   for (std::uint64_t bid : r->written) {
-    auto b = memory.buffers.find(bid);
+    BufferRec* b = memory.buffers.find(bid);
     // Unless a later command wrote it since.
-    if (b != memory.buffers.end() && b->second.hazards.writer && b->second.hazards.writer->id == id)
-      b->second.poison = Error{error.status, "buffer " + std::to_string(bid) + " holds no valid data: " + error.message};
+    if (b && b->hazards.writer && b->hazards.writer->id == id)
+      b->poison = Error{error.status, "buffer " + std::to_string(bid) + " holds no valid data: " + error.message};
   }
 }
 

@@ -45,7 +45,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const Config& config, uv_loop_s* 
   // Handle ids carry the engine's number in their high bits: a handle given
   // to another engine on the same loop is unknown there, not its namesake.
   static std::atomic<std::uint64_t> engines_made{0};
-  impl->next_handle = ((engines_made.fetch_add(1, std::memory_order_relaxed) + 1) & 0xffffff) << 40 | 1;
+  const std::uint64_t engine_bits = ((engines_made.fetch_add(1, std::memory_order_relaxed) + 1) & 0xffffff) << 40;
+  impl->next_handle = engine_bits | 1;
+  impl->memory.buffers.set_tag(engine_bits | Memory::kBufferHandleBit);
   if (config.absorb_sigabrt) std::signal(SIGABRT, absorb_sigabrt);
   auto lib = cl::Library::open(config.library);
   if (!lib) return std::move(lib).error();
@@ -220,10 +222,10 @@ void Engine::Impl::shutdown() {
     }
   }
   transfers.crosses.clear();
-  for (auto& [id, b] : memory.buffers) {
+  memory.buffers.for_each([this](std::uint64_t, BufferRec& b) {
     hazards.clear(b.hazards);
     if (b.mem) api->clReleaseMemObject(b.mem);
-  }
+  });
   memory.buffers.clear();
   for (auto& [id, k] : progs.kernels)
     if (k.kernel) api->clReleaseKernel(k.kernel);

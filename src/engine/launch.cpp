@@ -86,20 +86,20 @@ Result<void> Engine::Impl::resolve_launch(const Launch& l, Op op, KernelRec& k, 
       return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + " expects " +
                                                    param_kind_text(p.access) + ", got " + kind_name(a.kind)};
     if (a.kind == KernelArg::Kind::Buffer) {
-      auto b = memory.buffers.find(a.buffer.id);
-      if (b == memory.buffers.end() || b->second.state != sched::BufferState::Live)
+      BufferRec* b = memory.buffers.find(a.buffer.id);
+      if (!b || b->state != sched::BufferState::Live)
         return memory.live_buffer(a.buffer, where().c_str()).error().context(describe(p, i));
-      if (b->second.device != k.device)
+      if (b->device != k.device)
         return Error{Status::IncorrectKernelArg, where() + ": " + describe(p, i) + ": buffer " +
                                                      std::to_string(a.buffer.id) + " is on device " +
-                                                     std::to_string(b->second.device) + ", the kernel on device " +
+                                                     std::to_string(b->device) + ", the kernel on device " +
                                                      std::to_string(k.device)};
       const bool reads = p.access != ParamAccess::WriteOnly;
       const bool writes = p.access != ParamAccess::ReadOnly;
       auto same = std::find_if(c.accesses.begin(), c.accesses.end(),
                                [&](const Access& x) { return x.buffer == a.buffer.id; });
       if (same == c.accesses.end()) {
-        c.accesses.push_back(Access{a.buffer.id, reads, writes, &b->second});
+        c.accesses.push_back(Access{a.buffer.id, reads, writes, b});
       } else {
         same->read = same->read || reads;
         same->write = same->write || writes;

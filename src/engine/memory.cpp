@@ -9,11 +9,11 @@ std::string buffer_name(Buffer b) { return "buffer " + std::to_string(b.id); }
 
 Result<BufferRec*> Memory::live_buffer(Buffer b, const char* what) {
   UVCL_TRY(e.refuse_if_closing(what));
-  auto it = buffers.find(b.id);
-  if (it == buffers.end() || it->second.state != sched::BufferState::Live)
+  BufferRec* r = buffers.find(b.id);
+  if (!r || r->state != sched::BufferState::Live)
     return Error{Status::InvalidArgument,
                  std::string(what) + ": " + buffer_name(b) + " is not a live buffer (released or never allocated)"};
-  return &it->second;
+  return r;
 }
 
 Result<DeviceCtx*> Engine::Impl::usable_device(std::size_t device, const char* what) {
@@ -52,18 +52,25 @@ Result<Buffer> Memory::allocate(DeviceCtx& d, std::size_t device, std::size_t by
                                                " bytes on device " + std::to_string(device) + ", " +
                                                std::to_string(free) + " free"};
   UVCL_TRY(Memory::check_allocation_size(d, bytes, what));
+  // A slot first: running out of them must not leak the memory.
+  auto slot = buffers.add();
+  if (!slot.record)
+    return Error{Status::MemoryAllocation, std::string(what) + ": " +
+                                               std::to_string(sched::HandleTable<BufferRec>::kSlots) +
+                                               " buffer handles are in use or retired, the most one engine has"};
   cl_int rc = CL_SUCCESS;
   cl_mem mem = e.api->clCreateBuffer(d.context, CL_MEM_READ_WRITE, bytes, nullptr, &rc);
-  if (rc != CL_SUCCESS)
+  if (rc != CL_SUCCESS) {
+    buffers.erase(slot.handle);
     return cl::call_error(Status::MemoryAllocation, "clCreateBuffer", rc)
         .context(std::string(what) + " " + std::to_string(bytes) + " bytes on device " + std::to_string(device));
-  const std::uint64_t id = e.next_handle++;
-  BufferRec& b = buffers[id];
+  }
+  BufferRec& b = *slot.record;
   b.device = static_cast<std::uint32_t>(device);
   b.mem = mem;
   b.bytes = bytes;
   d.allocated += bytes;
-  return Buffer{id};
+  return Buffer{slot.handle};
 }
 
 Result<void> Engine::retain(Buffer b) {
@@ -105,7 +112,7 @@ std::uint64_t Engine::free_bytes(std::size_t device) const {
 // last reader per queue since. Earlier uses completed before them (the same
 // in-order queue) or before the writer (it waited for them).
 void Memory::free_when_unused(std::uint64_t id) {
-  BufferRec& b = buffers.at(id);
+  BufferRec& b = *buffers.find(id);
   auto wait_for = [&](CommandId use) {
     CommandRec* r = e.commands.find(use);
     if (!r || sched::device_done(r->state)) return;
@@ -122,10 +129,10 @@ void Memory::free_when_unused(std::uint64_t id) {
 
 void Memory::release_uses(std::vector<std::uint64_t>& frees) {
   for (std::uint64_t id : frees) {
-    auto it = buffers.find(id);
-    if (it == buffers.end() || --it->second.uses_in_flight > 0) continue;
-    free_buffer(id, it->second);
-    buffers.erase(it);
+    BufferRec* b = buffers.find(id);
+    if (!b || --b->uses_in_flight > 0) continue;
+    free_buffer(id, *b);
+    buffers.erase(id);
   }
   frees.clear();
 }

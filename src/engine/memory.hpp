@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/records.hpp"
+#include "sched/handle_table.hpp"
 #include "sched/hazards.hpp"
 
 namespace uvcl {
@@ -43,7 +44,12 @@ struct Memory {
   explicit Memory(Engine::Impl& engine) : e(engine) {}
   Engine::Impl& e;
 
-  std::unordered_map<std::uint64_t, BufferRec> buffers;
+  // Buffer handles carry the engine's number in their high bits, as every
+  // handle does (Engine::create sets it), then this bit, which the other
+  // kinds' counter never reaches, then the table's generation and slot.
+  static constexpr std::uint64_t kBufferHandleBit = std::uint64_t{1} << 39;
+  static_assert(sched::HandleTable<BufferRec>::kIndexMask < kBufferHandleBit);
+  sched::HandleTable<BufferRec> buffers{kBufferHandleBit};
   std::unordered_map<std::uint64_t, HostRec> host_memory;
   std::map<const std::byte*, std::uint64_t> host_ranges;  // first byte -> host_memory id
   std::size_t dying = 0;            // buffers at zero references, not yet freed

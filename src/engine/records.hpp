@@ -37,8 +37,8 @@ struct Access {
   bool read = false;
   bool write = false;
   // Its record, looked up once when the command is made: it stays put
-  // (unordered_map nodes do not move) and alive while the command holds a
-  // pending use of it (until the command leaves its window).
+  // (the buffer table's records do not move) and alive while the command
+  // holds a pending use of it (until the command leaves its window).
   BufferRec* rec = nullptr;
 };
 
@@ -54,7 +54,7 @@ struct Command {
   std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
   // Launch / Timed
   std::uint64_t kernel = 0;
-  KernelRec* kernel_rec = nullptr;  // as Access::rec: alive while the command counts a use of it
+  KernelRec* kernel_rec = nullptr;  // unordered_map nodes do not move; alive while the command counts a use of it
   sched::ScratchList<KernelArg, 8> args;
   std::uint32_t dims = 0;
   std::array<std::size_t, 3> global{}, local{};

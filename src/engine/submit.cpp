@@ -73,7 +73,7 @@ void Submitter::record(std::uint32_t device, Command& c) {
   r.tag = c.tag;
   r.hook = std::move(c.on_final);
   for (Access& a : c.accesses) {
-    if (!a.rec) a.rec = &e.memory.buffers.at(a.buffer);
+    if (!a.rec) a.rec = e.memory.buffers.find(a.buffer);
     ++a.rec->pending_uses;
   }
   if (c.kernel) {

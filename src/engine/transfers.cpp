@@ -293,12 +293,11 @@ void Transfers::release_held(CrossCopy& x) {
   if (x.held == 0) return;
   const std::uint64_t id = x.held;
   x.held = 0;
-  auto it = e.memory.buffers.find(id);
-  if (it == e.memory.buffers.end()) return;
-  BufferRec& b = it->second;
-  if (x.lazy) --b.cross_readers;
+  BufferRec* b = e.memory.buffers.find(id);
+  if (!b) return;
+  if (x.lazy) --b->cross_readers;
   x.lazy = false;
-  if (b.state == sched::BufferState::Live) e.memory.drop_ref(id, b);
+  if (b->state == sched::BufferState::Live) e.memory.drop_ref(id, *b);
 }
 
 void Transfers::snapshot_unread(std::uint64_t buffer) {
@@ -386,7 +385,7 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
   if (!x.error && !x.abandoned && !cross_waits_done(e, x)) return false;
   if (x.error || x.abandoned) return true;
   Queue& tq = d.queues[d.transfer_queue()];
-  cl_mem mem = e.memory.buffers.at(x.dst).mem;
+  cl_mem mem = e.memory.buffers.find(x.dst)->mem;
   for (; x.next_write < x.chunks.size(); ++x.next_write) {
     CrossChunk& chunk = x.chunks[x.next_write];
     if (!chunk.read_done) return false;

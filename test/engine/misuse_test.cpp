@@ -87,6 +87,42 @@ TEST_F(Misuse, HandlesThatWereNeverIssuedAreRefused) {
   expect_still_works();
 }
 
+// Buffers freed and allocated again reuse the engine's records: the handle
+// of a freed buffer must not name the buffer made in its place, and a
+// handle of another kind must not be taken for a buffer.
+TEST_F(Misuse, AFreedBufferStaysDeadWhenItsPlaceIsReused) {
+  std::vector<Buffer> freed;
+  for (int i = 0; i < 4; ++i) {
+    auto b = eng().allocate(0, kN * 4);
+    ASSERT_TRUE(b.ok()) << b.error().to_string();
+    freed.push_back(b.value());
+    ASSERT_TRUE(eng().release(b.value()).ok());
+    ASSERT_TRUE(eng().finish().ok());
+  }
+  auto now = eng().allocate(0, kN * 4);
+  ASSERT_TRUE(now.ok()) << now.error().to_string();
+  ASSERT_TRUE(eng().launch(make_launch(set_, {buf(now.value()), u32(9), u32(kN)}, {kN})).ok());
+  for (const Buffer& old : freed) {
+    ASSERT_NE(old.id, now.value().id);
+    expect_error(eng().retain(old), Status::InvalidArgument, {"buffer " + std::to_string(old.id), "not a live buffer"});
+    expect_error(eng().release(old), Status::InvalidArgument, {"not a live buffer"});
+    const auto size = eng().buffer_size(old);
+    ASSERT_FALSE(size.ok());
+    EXPECT_TRUE(mentions(size.error().message, "not a live buffer")) << size.error().message;
+    const auto refused = eng().launch(make_launch(set_, {buf(old), u32(1), u32(kN)}, {kN}));
+    ASSERT_FALSE(refused.ok());
+    EXPECT_TRUE(mentions(refused.error().message, "buffer " + std::to_string(old.id))) << refused.error().message;
+  }
+  EXPECT_EQ(eng().buffer_size(Buffer{set_.id}).status(), Status::InvalidArgument) << "a kernel's id as a buffer";
+  EXPECT_EQ(eng().buffer_size(Buffer{program_.id}).status(), Status::InvalidArgument) << "a program's id as a buffer";
+  const auto got = download<std::uint32_t>(now.value(), kN);
+  ASSERT_EQ(got.size(), kN);
+  for (std::uint32_t i = 0; i < kN; ++i) EXPECT_EQ(got[i], 9 + i) << "a refused launch touched the new buffer";
+  ASSERT_TRUE(eng().release(now.value()).ok());
+  ASSERT_TRUE(eng().finish().ok());
+  EXPECT_EQ(eng().stats().live_buffers, 0u);
+}
+
 TEST_F(Misuse, ReleasedProgramAndKernelAreRefused) {
   auto p = eng().compile_sync(0, util::kKernels);
   ASSERT_TRUE(p.ok()) << p.error().to_string();
