@@ -337,10 +337,12 @@ void Submitter::watch(const DeviceCtx& d, Queue& queue, const Command& c) {
   // Config::spin_us: someone waits for this one, so look for its
   // completion on every loop iteration rather than through the driver's
   // callback thread and uv_async (two wake-ups later). A busy core, for
-  // at most spin_us; update_busy() stops it once idle or past the deadline
-  // and only then asks for the driver's callback on what is still running:
-  // a callback registered at once delays the command itself on some
-  // drivers (NVIDIA's).
+  // at most spin_us (plus a large transfer's expected length, SpinRates);
+  // update_busy() stops it once idle or past the deadline and only then
+  // asks for the driver's callback on what is still running: a callback
+  // registered at once delays the command itself on some drivers
+  // (NVIDIA's). Without spinning, the callback is asked for right before
+  // the loop may sleep, once per queue (ask_callbacks).
   if (d.spin_us == 0) {
     queue.callback_on = id;
     return;
