@@ -64,6 +64,7 @@ struct Submitter {
   };
   bool admit(const DeviceCtx& d, const Command& c);
   QueueIndex place(DeviceCtx& d, const Command& c);
+  std::optional<QueueIndex> consumer_queue(const DeviceCtx& d, const Command& c) const;
   void collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q, Waits& w);
   bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, std::vector<cl_event>& events);
   bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events, Enqueued& done);
@@ -72,6 +73,11 @@ struct Submitter {
   // before the loop next sleeps (ask_callbacks).
   void watch(const DeviceCtx& d, Queue& queue, const Command& c);
   void show(const DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w);  // trace, schedule record
+
+  // The commands after the one being submitted in the batch being
+  // submitted (place() looks ahead for a fresh command's consumer).
+  const Command* batch_next_ = nullptr;
+  const Command* batch_end_ = nullptr;
 };
 
 }  // namespace uvcl

@@ -14,6 +14,7 @@
 // the lowest index.
 #pragma once
 
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -29,5 +30,10 @@ struct AccessView {
 // `load[q]`: commands in flight or assigned in this window on queue q.
 QueueIndex choose_queue(std::span<const AccessView> accesses,
                         std::span<const std::uint32_t> load, const EventRefs& refs);
+// The chain a command continues, if any (choose_queue without its fallback
+// to the least loaded of `queues` compute queues).
+std::optional<QueueIndex> continued_queue(std::span<const AccessView> accesses, std::size_t queues,
+                                          const EventRefs& refs);
+QueueIndex least_loaded(std::span<const std::uint32_t> load);
 
 }  // namespace uvcl::sched

@@ -22,6 +22,8 @@ class Core : public EngineTest {
     program_ = compile(util::kKernels);
     set_ = kernel(program_, "set_value");
     spin_ = kernel(program_, "spin");
+    permute_ = kernel(program_, "permute");
+    axpbc_ = kernel(program_, "axpbc");
   }
   // A kernel that runs ~150 ms and writes `out`.
   void launch_slow_kernel(Buffer& out) {
@@ -33,7 +35,7 @@ class Core : public EngineTest {
     out = *o;
   }
   Program program_;
-  Kernel set_, spin_;
+  Kernel set_, spin_, permute_, axpbc_;
 };
 
 std::vector<std::uint32_t> words(std::span<const std::byte> b) {
@@ -141,6 +143,41 @@ TEST_F(Core, AwaitedCommandsIssuedTogetherAskOneDriverCallbackPerQueue) {
   ASSERT_TRUE(eng().run_until([&] { return good == kReads; }).ok());
   EXPECT_EQ(good, kReads);
   EXPECT_LE(eng().stats().callbacks - callbacks0, 8u) << "a driver callback per awaited command (8 queues)";
+}
+
+// Each iteration allocates a temporary, produces it and consumes it into a
+// long-lived buffer, then releases it. The consumer continues the long-lived
+// buffer's chain on one queue; the producer, fresh work with nothing of its
+// own to continue, goes there too (the consumer just behind it in the
+// window says where), so nothing waits across queues: a marker, a flush and
+// a wait list per iteration otherwise.
+TEST_F(Core, FreshWorkGoesWhereItsConsumerContinuesAChain) {
+  constexpr std::uint32_t n = 64, kIters = 40;
+  std::vector<std::uint32_t> in_vals(n);
+  for (std::uint32_t i = 0; i < n; ++i) in_vals[i] = 5 * i + 1;
+  const Buffer in = upload(in_vals);
+  auto out = eng().allocate(0, n * 4);
+  ASSERT_TRUE(out.ok());
+  ASSERT_TRUE(eng().finish().ok());
+  const std::uint64_t waits0 = eng().stats().cross_queue_waits;
+  for (std::uint32_t it = 0; it < kIters; ++it) {
+    auto t = eng().allocate(0, n * 4);
+    ASSERT_TRUE(t.ok());
+    ASSERT_TRUE(eng().launch(make_launch(permute_, {buf(in), buf(*t), u32(it), u32(n)}, {n})).ok());
+    ASSERT_TRUE(eng().launch(make_launch(axpbc_, {buf(*t), buf(*t), buf(*out), u32(it), u32(n)}, {n})).ok());
+    ASSERT_TRUE(eng().release(*t).ok());
+  }
+  ASSERT_TRUE(eng().finish().ok());
+  EXPECT_EQ(eng().stats().cross_queue_waits - waits0, 0u) << "consumers waited for their producers across queues";
+  auto got = eng().read_sync(*out, 0, n * 4);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  const std::uint32_t s = kIters - 1;
+  std::vector<std::uint32_t> want(n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const std::uint32_t t = in_vals[(i * 7u + s) % n] + s;
+    want[i] = t * 3u + t + s;
+  }
+  EXPECT_EQ(words(*got), want);
 }
 
 // A timed launch exists for its callback: an empty one is refused. A
