@@ -425,7 +425,7 @@ void Engine::drain(DoneCallback on_done) {
   // Ask for a completion callback on the last command of every busy queue,
   // so the drain completes when the work does, not at the next 1 ms poll
   // tick. (In-order queues: the tail completes last.)
-  for (auto& d : e.devices)
+  for (const auto& d : e.devices)
     for (const Queue& q : d->queues) {
       if (q.in_flight.empty()) continue;
       const CommandRec* r = e.commands.find(q.in_flight.back());
