@@ -67,6 +67,19 @@ class EngineCrossCopyChild : public EngineTest {
     return make_launch(spin_[device], {buf(in), buf(out), u32(*iters), u32(1)}, {1}, {1});
   }
 
+  // A copy whose callback counts its calls and keeps the last outcome.
+  struct Copied {
+    int calls = 0;
+    Result<void> done = Error{Status::Cancelled, "not called"};
+  };
+  void copy_into(Copied& out, Buffer src, Buffer dst, std::size_t bytes, std::size_t src_offset = 0,
+                 std::size_t dst_offset = 0) {
+    ASSERT_TRUE(eng().copy(src, src_offset, dst, dst_offset, bytes, [&out](Result<void> r) {
+                   ++out.calls;
+                   out.done = std::move(r);
+                 }).ok());
+  }
+
   Kernel add_[2], spin_[2], reqd64_;
 };
 
@@ -89,16 +102,9 @@ TEST_F(EngineCrossCopyChild, DISABLED_TwoCopiesIntoOneBuffer) {
   std::uint32_t iters = 0;
   ASSERT_TRUE(eng().launch(slow_launch(0, seed_buf, a_src, 300, &iters)).ok());
 
-  int a_calls = 0, b_calls = 0;
-  Result<void> a_done = Error{Status::Cancelled, "not called"}, b_done = a_done;
-  ASSERT_TRUE(eng().copy(a_src, 0, dst, 0, big, [&](Result<void> r) {
-                 ++a_calls;
-                 a_done = std::move(r);
-               }).ok());
-  ASSERT_TRUE(eng().copy(b_src, 0, dst, 0, small, [&](Result<void> r) {
-                 ++b_calls;
-                 b_done = std::move(r);
-               }).ok());
+  Copied a, b;
+  ASSERT_NO_FATAL_FAILURE(copy_into(a, a_src, dst, big));
+  ASSERT_NO_FATAL_FAILURE(copy_into(b, b_src, dst, small));
   auto got = eng().read_sync(dst, 0, big);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
   const auto v = as_vector<std::uint32_t>(got.value());
@@ -109,10 +115,10 @@ TEST_F(EngineCrossCopyChild, DISABLED_TwoCopiesIntoOneBuffer) {
   }
   EXPECT_EQ(bad, 0u) << "the later copy (B) must win where the copies overlap, A elsewhere";
   ASSERT_TRUE(eng().finish().ok());
-  EXPECT_EQ(a_calls, 1);
-  EXPECT_EQ(b_calls, 1);
-  EXPECT_TRUE(a_done.ok()) << a_done.error().to_string();
-  EXPECT_TRUE(b_done.ok()) << b_done.error().to_string();
+  EXPECT_EQ(a.calls, 1);
+  EXPECT_EQ(b.calls, 1);
+  EXPECT_TRUE(a.done.ok()) << a.done.error().to_string();
+  EXPECT_TRUE(b.done.ok()) << b.done.error().to_string();
   // A's source as the slow kernel left it: A carried it, B did not overwrite it.
   auto a_now = eng().read_sync(a_src, 0, 4);
   ASSERT_TRUE(a_now.ok());
@@ -139,12 +145,8 @@ TEST_F(EngineCrossCopyChild, DISABLED_NewStagingBlockWhileACopyWaits) {
                  timed = true;
                  EXPECT_TRUE(t.ok()) << t.error().to_string();
                }).ok());
-  int copy_calls = 0;
-  Result<void> copy_done = Error{Status::Cancelled, "not called"};
-  ASSERT_TRUE(eng().copy(src, 0, dst, 0, kMiB, [&](Result<void> r) {
-                 ++copy_calls;
-                 copy_done = std::move(r);
-               }).ok());
+  Copied copied;
+  ASSERT_NO_FATAL_FAILURE(copy_into(copied, src, dst, kMiB));
   run_for_ms(60);  // the chunk is read by now; the timed launch still runs
   EXPECT_FALSE(timed) << "the timed launch ended too early for this case to test anything";
 
@@ -157,14 +159,14 @@ TEST_F(EngineCrossCopyChild, DISABLED_NewStagingBlockWhileACopyWaits) {
                  const auto* p = reinterpret_cast<const std::uint32_t*>(r->data());
                  for (std::size_t i = 0; i < 2 * kMiB; ++i) wrong += p[i] != filler ? 1 : 0;
                }).ok());
-  ASSERT_TRUE(eng().run_until([&] { return read_done && timed && copy_calls > 0; }).ok());
+  ASSERT_TRUE(eng().run_until([&] { return read_done && timed && copied.calls > 0; }).ok());
   EXPECT_EQ(wrong, 0u);
   auto got = eng().read_sync(dst, 0, kMiB);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
   EXPECT_EQ(as_vector<std::uint32_t>(got.value()), vals);
   ASSERT_TRUE(eng().finish().ok());
-  EXPECT_EQ(copy_calls, 1);
-  EXPECT_TRUE(copy_done.ok()) << copy_done.error().to_string();
+  EXPECT_EQ(copied.calls, 1);
+  EXPECT_TRUE(copied.done.ok()) << copied.done.error().to_string();
   engine_.reset();
 }
 
@@ -224,21 +226,17 @@ TEST_F(EngineCrossCopyChild, DISABLED_LargeCopyThroughABoundedRing) {
   Buffer src = upload(vals, 0), dst = alloc(1, bytes + dst_offset);
   ASSERT_TRUE(eng().finish().ok());
   const std::uint64_t staging_before = eng().stats().staging_bytes;
-  int calls = 0;
-  Result<void> done = Error{Status::Cancelled, "not called"};
-  ASSERT_TRUE(eng().copy(src, src_offset, dst, dst_offset, bytes, [&](Result<void> r) {
-                 ++calls;
-                 done = std::move(r);
-               }).ok());
+  Copied copied;
+  ASSERT_NO_FATAL_FAILURE(copy_into(copied, src, dst, bytes, src_offset, dst_offset));
   const std::uint64_t snapshots_before = eng().stats().snapshots;
   const std::uint32_t later = 0xdeadbeef;
   ASSERT_TRUE(eng().fill(src, std::as_bytes(std::span<const std::uint32_t>(&later, 1)), 0, vals.size() * 4).ok());
   std::uint64_t staging_max = 0;
   ASSERT_TRUE(eng().run_until([&] {
                  staging_max = std::max(staging_max, eng().stats().staging_bytes - staging_before);
-                 return calls > 0;
+                 return copied.calls > 0;
                }).ok());
-  ASSERT_TRUE(done.ok()) << done.error().to_string();
+  ASSERT_TRUE(copied.done.ok()) << copied.done.error().to_string();
   EXPECT_LE(staging_max, 16 * kMiB) << "a copy holds at most four 4 MiB chunks of pinned memory";
   EXPECT_GT(staging_max, 0u);
   auto got = eng().read_sync(dst, dst_offset, bytes);
@@ -252,7 +250,7 @@ TEST_F(EngineCrossCopyChild, DISABLED_LargeCopyThroughABoundedRing) {
   ASSERT_TRUE(eng().finish().ok());
   EXPECT_EQ(eng().stats().staging_bytes, staging_before) << "every chunk's block is given back";
   EXPECT_EQ(eng().stats().snapshots - snapshots_before, 1u) << "the fill had the unread part copied aside first";
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(copied.calls, 1);
   engine_.reset();
 }
 
@@ -270,15 +268,11 @@ TEST_F(EngineCrossCopyChild, DISABLED_LargeCopyOfAnUntouchedSourceTakesNoSnapsho
   const std::uint32_t first = 0x5eed;
   ASSERT_TRUE(eng().fill(src, std::as_bytes(std::span<const std::uint32_t>(&first, 1)), 0, 4).ok());  // in the window
   const std::uint64_t snapshots_before = eng().stats().snapshots;
-  int calls = 0;
-  Result<void> done = Error{Status::Cancelled, "not called"};
-  ASSERT_TRUE(eng().copy(src, 0, dst, 0, bytes, [&](Result<void> r) {
-                 ++calls;
-                 done = std::move(r);
-               }).ok());
+  Copied copied;
+  ASSERT_NO_FATAL_FAILURE(copy_into(copied, src, dst, bytes));
   ASSERT_TRUE(eng().release(src).ok());
-  ASSERT_TRUE(eng().run_until([&] { return calls > 0; }).ok());
-  ASSERT_TRUE(done.ok()) << done.error().to_string();
+  ASSERT_TRUE(eng().run_until([&] { return copied.calls > 0; }).ok());
+  ASSERT_TRUE(copied.done.ok()) << copied.done.error().to_string();
   EXPECT_EQ(eng().stats().snapshots - snapshots_before, 0u);
   auto got = eng().read_sync(dst, 0, bytes);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
@@ -287,7 +281,7 @@ TEST_F(EngineCrossCopyChild, DISABLED_LargeCopyOfAnUntouchedSourceTakesNoSnapsho
   EXPECT_TRUE(std::equal(got.value().begin(), got.value().end(), reinterpret_cast<const std::byte*>(want.data())))
       << "the destination must hold the source as it was when copy() was called";
   ASSERT_TRUE(eng().finish().ok());
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(copied.calls, 1);
   engine_.reset();
 }
 
@@ -303,17 +297,13 @@ TEST_F(EngineCrossCopyChild, DISABLED_RingStopsAtAFailure) {
   // reqd_work_group_size) fails at submission and poisons what it writes.
   Buffer in = alloc(0, 256);
   ASSERT_TRUE(eng().launch(make_launch(reqd64_, {buf(in), buf(src)}, {64}, {32})).ok());
-  int calls = 0;
-  Result<void> done = Error{Status::Cancelled, "not called"};
-  ASSERT_TRUE(eng().copy(src, 0, dst, 0, bytes, [&](Result<void> r) {
-                 ++calls;
-                 done = std::move(r);
-               }).ok());
-  ASSERT_TRUE(eng().run_until([&] { return calls > 0; }).ok());
-  ASSERT_FALSE(done.ok()) << "the source holds no valid data";
+  Copied copied;
+  ASSERT_NO_FATAL_FAILURE(copy_into(copied, src, dst, bytes));
+  ASSERT_TRUE(eng().run_until([&] { return copied.calls > 0; }).ok());
+  ASSERT_FALSE(copied.done.ok()) << "the source holds no valid data";
   (void)eng().finish();
   EXPECT_EQ(eng().stats().staging_bytes, staging_before);
-  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(copied.calls, 1);
   engine_.reset();
 }
 
