@@ -11,7 +11,8 @@
 // on one queue; fan-out spreads. A command that overwrites a buffer whose
 // writer has completed but whose readers, all on one queue, still run goes
 // to that queue (the next pass of a model reusing its buffers). Ties go to
-// the lowest index.
+// the lowest index. (The engine may place fresh work — no chain of its own —
+// on its consumer's chain instead, looking ahead in its window.)
 #pragma once
 
 #include <optional>
