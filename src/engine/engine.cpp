@@ -306,11 +306,13 @@ void Engine::Impl::on_prepare() {
   Entry entry(*this);
   in_loop_io_phase = true;
   submitter.submit_all();
+  deliver_raised();
+  // After the callbacks deliver_raised ran: a read they issued is submitted
+  // already, and its driver callback must be asked for before the loop sleeps.
   for (const auto& d : devices) {
     submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
     submitter.ask_callbacks(*d);
   }
-  deliver_raised();
   update_busy();
 }
 

@@ -96,12 +96,17 @@ void Submitter::submit_window(std::uint32_t device) {
   std::size_t submitted = 0;
   while (!d.window.empty()) {
     std::vector<Command>& cmds = d.window.take();
+    // Another device's window submitted from inside this one would leave
+    // the look-ahead pointing at its batch: each submission restores them.
+    const Command* const outer_next = batch_next_;
+    const Command* const outer_end = batch_end_;
     batch_end_ = cmds.data() + cmds.size();
     for (Command& c : cmds) {
       batch_next_ = &c + 1;
       submit_one(d, c);
     }
-    batch_next_ = batch_end_ = nullptr;
+    batch_next_ = outer_next;
+    batch_end_ = outer_end;
     submitted += cmds.size();
     d.window.end_batch();
   }
@@ -237,6 +242,7 @@ std::optional<QueueIndex> Submitter::consumer_queue(const DeviceCtx& d, const Co
     return std::any_of(c.accesses.begin(), c.accesses.end(),
                        [&](const Access& a) { return a.write && a.buffer == buffer; });
   };
+  if (batch_next_ == nullptr) return std::nullopt;  // not inside a window's submission
   for (const Command* y = batch_next_; y != batch_end_ && y - batch_next_ < kLookahead; ++y) {
     if (std::none_of(y->accesses.begin(), y->accesses.end(), [&](const Access& a) { return a.read && writes(a.buffer); }))
       continue;

@@ -145,6 +145,30 @@ TEST_F(Core, AwaitedCommandsIssuedTogetherAskOneDriverCallbackPerQueue) {
   EXPECT_LE(eng().stats().callbacks - callbacks0, 8u) << "a driver callback per awaited command (8 queues)";
 }
 
+// A read issued by user code the prepare step runs (here the schedule
+// recorder) still gets its driver callback before the loop sleeps: without
+// it the loop would only see the read at the next poll tick.
+TEST_F(Core, AReadIssuedFromThePrepareStepsCallbacksGetsADriverCallback) {
+  const Buffer x = upload(std::vector<std::uint32_t>(16, 4));
+  auto other = eng().allocate(0, 64);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(eng().finish().ok());
+  bool issued = false, got = false;
+  eng().set_schedule_recorder([&](const ScheduleEntry&) {
+    if (issued) return;
+    issued = true;
+    EXPECT_TRUE(eng().read(x, 0, 64, [&](Result<std::span<const std::byte>> d) { got = d.ok(); }).ok());
+  });
+  const std::uint64_t callbacks0 = eng().stats().callbacks;
+  ASSERT_TRUE(eng().launch(make_launch(set_, {buf(*other), u32(3), u32(16)}, {16})).ok());
+  // One loop turn: its prepare step submits the launch and runs the recorder.
+  uv_run(eng().loop(), UV_RUN_NOWAIT);
+  ASSERT_TRUE(issued);
+  EXPECT_GT(eng().stats().callbacks, callbacks0) << "the read waits for a poll tick to be seen";
+  ASSERT_TRUE(eng().run_until([&] { return got; }).ok());
+  eng().set_schedule_recorder({});
+}
+
 // Each iteration allocates a temporary, produces it and consumes it into a
 // long-lived buffer, then releases it. The consumer continues the long-lived
 // buffer's chain on one queue; the producer, fresh work with nothing of its
