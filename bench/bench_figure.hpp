@@ -2,6 +2,7 @@
 // the benchmarked device, engines made for it, and the figure's JSON rows.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "cl_timing/cl_timing.h"
 #include "cl/api.hpp"
 #include "cl/devices.hpp"
 #include "uvcl/engine.hpp"
@@ -30,9 +32,11 @@ struct Options {
   unsigned engine_queues = 8;   // opencl.queues of every engine a figure does not size itself
   std::optional<unsigned> engine_spin_us;  // opencl.spin_us of every engine, nullopt: "auto" (figures 3 and 5 also measure their own)
   uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
+  uvcl::CompletionMode engine_completion = uvcl::CompletionMode::Auto;  // opencl.completion of every engine
   std::optional<unsigned> engine_loop_budget_us;                   // opencl.loop_budget_us of every engine
   std::optional<unsigned> engine_window;                           // opencl.window of every engine
   std::optional<uvcl::CompileMode> engine_compile;                 // opencl.compile of every engine
+  std::string cl_library;         // the OpenCL library of both sides (empty: the default names)
   std::vector<std::string> jobs;  // figure 11's job files
   unsigned job_passes = 0;        // 0: about 20000 launches' worth
   std::string argv;
@@ -46,6 +50,7 @@ struct Ctx {
   std::size_t local = 0;                  // the device's index in a platform-restricted engine
   int spin_iters = 0;                     // work per ~100 us kernel (figure 2 calibrates)
   double spin_us = 0;
+  UvclClTimingTakeFn cl_timing = nullptr;  // when the library is cl_timing/: its totals
 
   const uvcl::cl::Device& dev() const { return devices[opt.device]; }
   template <class T>
@@ -73,16 +78,41 @@ inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 0, co
   cfg.queues = queues ? queues : c.opt.engine_queues;
   cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;  // nullopt: "auto"
   cfg.command_events = c.opt.engine_events;
+  cfg.completion = c.opt.engine_completion;
   if (c.opt.engine_loop_budget_us) cfg.loop_budget_us = *c.opt.engine_loop_budget_us;
   if (c.opt.engine_window) cfg.window = *c.opt.engine_window;
   if (c.opt.engine_compile) cfg.compile = *c.opt.engine_compile;
   cfg.cache_dir = cache_dir;
+  cfg.library = c.opt.cl_library;
   if (tweak) tweak(cfg);
   cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
   auto e = must(Engine::create(cfg), "Engine::create");
   if (!platforms && (e->device_count() <= c.local || e->device(c.local).name != c.dev().info.name))
     fail("engine device " + std::to_string(c.local) + " is not the benchmarked device");
   return e;
+}
+
+// Time spent in each driver call since the last call, per `launches`
+// launches: {"clEnqueueNDRangeKernel": {"per_launch": calls, "us_per_launch":
+// time}, ...} plus "us_per_launch" over all calls. Empty without
+// --cl-library pointing at the timing library.
+inline Json driver_time(const Ctx& c, double launches) {
+  Json out = Json::object();
+  if (!c.cl_timing) return out;
+  std::vector<UvclClTiming> t(64);
+  t.resize(std::min(t.size(), c.cl_timing(t.data(), t.size())));
+  double total_ns = 0;
+  for (const UvclClTiming& e : t) {
+    if (e.calls == 0) continue;
+    Json row = Json::object();
+    row["per_launch"] = static_cast<double>(e.calls) / launches;
+    row["us_per_launch"] = static_cast<double>(e.ns) / 1e3 / launches;
+    row["us_per_call"] = static_cast<double>(e.ns) / 1e3 / static_cast<double>(e.calls);
+    out[e.name] = std::move(row);
+    total_ns += static_cast<double>(e.ns);
+  }
+  out["us_per_launch"] = total_ns / 1e3 / launches;
+  return out;
 }
 
 inline Json make_figure(const std::string& id, const std::string& title) {

@@ -6,6 +6,8 @@
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
 //              [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]
 //              [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]
+//              [--engine-completion auto|callback|poll]
+//              [--cl-library PATH]   (e.g. libuvcl_cl_timing.so: figures report time per driver call)
 //              [--job JOB.json]... [--job-passes N]
 //
 // Figures (docs/BENCHMARKS.md explains each and states its target):
@@ -23,6 +25,7 @@
 // same device for both. Each figure is measured whole-process (wall clock,
 // getrusage, /proc/self/statm); the JSON is rewritten after every figure so
 // a run cut short keeps what it measured.
+#include <dlfcn.h>
 #include <malloc.h>
 #include <sys/utsname.h>
 
@@ -316,6 +319,12 @@ Json fig1(Ctx& c) {
     if (ub)
       for (int v = 0; v < 3; ++v)
         for (int b = 0; b < bursts; ++b) run(v, burst, &ub[v]);
+    if (ub && c.cl_timing)  // the driver's share, in a pass of its own
+      for (int v = 0; v < 3; ++v) {
+        driver_time(c, 1);
+        for (int b = 0; b < bursts; ++b) run(v, burst, nullptr);
+        fig["driver"][std::string("uvcl_burst_") + names[v]] = driver_time(c, static_cast<double>(burst * bursts));
+      }
     if (!stats) return;
     const uvcl::EngineStats s = e.stats();
     fig["uvcl_stats"]["cross_queue_waits"] = s.cross_queue_waits;
@@ -415,6 +424,14 @@ Json fig1(Ctx& c) {
         run(v, 1, burst, &bnb[v]);
         run(v, 3, burst, &bfb[v]);
       }
+    if (c.cl_timing)
+      for (int v = 0; v < 3; ++v)
+        for (int mode : {0, 1}) {
+          driver_time(c, 1);
+          for (int b = 0; b < bursts; ++b) run(v, mode, burst, nullptr);
+          fig["driver"][std::string(mode == 0 ? "bare_burst_" : "bare_noevent_burst_") + names[v]] =
+              driver_time(c, static_cast<double>(burst * bursts));
+        }
   }
   const char* what[3] = {"(a) one dependent chain", "(b) independent, over many buffers",
                          "(c) a scalar argument changing every launch"};
@@ -493,6 +510,7 @@ Json fig2(Ctx& c) {
   column(fig, "bare_markers", "bare, 16 queues, a marker per queue per round");
   column(fig, "bare_callbacks", "bare, 16 queues, a marker with a callback per queue per round");
   column(fig, "bare_status", "bare, 16 queues, a marker per queue per round, the previous round's marker status read");
+  column(fig, "bare_held", "bare, 16 queues, a marker per queue per round, each released after the repetition");
   column(fig, "bare1", "bare, 1 queue");
   column(fig, "pyopencl", "pyopencl, 16 queues");
   column(fig, "pyopencl1", "pyopencl, 1 queue");
@@ -502,8 +520,14 @@ Json fig2(Ctx& c) {
   std::vector<unsigned> bare_queues = {1, 2, 4, 8, 16};
   Json bare_curve = Json::array();
   double bare1_ms = 0, bare_best = 0, bare16_ms = 0, bare16_events_ms = 0, bare16_markers_ms = 0,
-         bare16_callbacks_ms = 0, bare16_status_ms = 0;
-  {
+         bare16_callbacks_ms = 0, bare16_status_ms = 0, bare16_held_ms = 0;
+  // Each variant has a context of its own: on NVIDIA's driver, a context in
+  // which a completion callback has been registered stays slower per launch
+  // for the rest of its life (bench/notes.md, figure 2).
+  enum class Events { None, PerLaunch, MarkerPerRound, MarkerWithCallback, MarkerStatusRead, MarkerHeld };
+  std::vector<double> bare16_submit;
+  for (Events variant : {Events::None, Events::PerLaunch, Events::MarkerPerRound, Events::MarkerWithCallback,
+                         Events::MarkerStatusRead, Events::MarkerHeld}) {
     Bare b(*c.api, c.dev(), 16);
     cl_program p = b.build(kKernels);
     cl_kernel k = b.kernel(p, "spin");
@@ -517,10 +541,10 @@ Json fig2(Ctx& c) {
     // completion callback on it (how uvcl hears of completion).
     // And what asking whether a marker has completed costs (uvcl's queue
     // choice reads the status of a running queue's last event).
-    enum class Events { None, PerLaunch, MarkerPerRound, MarkerWithCallback, MarkerStatusRead };
-    std::vector<double> bare16_submit;
+    // And what holding a marker until its work is done costs (uvcl keeps
+    // its fences until the completion walk has seen them).
     auto run = [&](unsigned nq, Events events = Events::None) {
-      std::vector<cl_event> last(nq, nullptr);
+      std::vector<cl_event> last(nq, nullptr), held;
       const std::uint64_t t0 = now_ns();
       for (std::size_t j = 0; j < length; ++j) {
         for (std::size_t ch = 0; ch < chains; ++ch) {
@@ -545,6 +569,7 @@ Json fig2(Ctx& c) {
             if (events == Events::MarkerWithCallback)
               ck(b.api.clSetEventCallback(m, CL_COMPLETE, [](cl_event, cl_int, void*) {}, nullptr), "callback");
             if (events == Events::MarkerStatusRead) last[q] = m;
+            else if (events == Events::MarkerHeld) held.push_back(m);
             else b.api.clReleaseEvent(m);
           }
           b.api.clFlush(b.q(q));
@@ -555,32 +580,49 @@ Json fig2(Ctx& c) {
       const double ms = us_since(t0) / 1e3;
       for (cl_event m : last)
         if (m) b.api.clReleaseEvent(m);
+      for (cl_event m : held) b.api.clReleaseEvent(m);
       return ms;
     };
-    run(16);  // warm-up
-    for (unsigned nq : bare_queues) {
+    auto best_of = [&](Events ev, const char* column) {
       std::vector<double> t;
-      for (int r = 0; r < reps; ++r) t.push_back(run(nq));
-      const double ms = min_of(t);
-      if (nq == 1) bare1_ms = ms;
-      if (nq == 16) bare16_ms = ms;
-      Json pt = Json::object();
-      pt["queues"] = nq;
-      pt["ms"] = ms;
-      pt["speedup"] = bare1_ms / ms;
-      bare_curve.push(std::move(pt));
-      if (nq > 1) bare_best = std::max(bare_best, bare1_ms / ms);
-    }
-    auto best_of = [&](Events ev) {
-      std::vector<double> t;
+      driver_time(c, 1);
       for (int r = 0; r < reps; ++r) t.push_back(run(16, ev));
+      fig["driver"][std::string(column) + "16"] = driver_time(c, static_cast<double>(reps * length * chains));
       return min_of(t);
     };
-    fig["bare16_submit_ms"] = min_of(bare16_submit);
-    bare16_events_ms = best_of(Events::PerLaunch);
-    bare16_markers_ms = best_of(Events::MarkerPerRound);
-    bare16_callbacks_ms = best_of(Events::MarkerWithCallback);
-    bare16_status_ms = best_of(Events::MarkerStatusRead);
+    run(16);  // warm-up
+    switch (variant) {
+      case Events::None:
+        for (unsigned nq : bare_queues) {
+          std::vector<double> t;
+          if (nq == 16) driver_time(c, 1);
+          for (int r = 0; r < reps; ++r) t.push_back(run(nq));
+          if (nq == 16) fig["driver"]["bare16"] = driver_time(c, static_cast<double>(reps * length * chains));
+          const double ms = min_of(t);
+          if (nq == 1) bare1_ms = ms;
+          if (nq == 16) bare16_ms = ms;
+          Json pt = Json::object();
+          pt["queues"] = nq;
+          pt["ms"] = ms;
+          pt["speedup"] = bare1_ms / ms;
+          bare_curve.push(std::move(pt));
+          if (nq > 1) bare_best = std::max(bare_best, bare1_ms / ms);
+        }
+        fig["bare16_submit_ms"] = min_of(bare16_submit);
+        break;
+      case Events::PerLaunch: bare16_events_ms = best_of(variant, "bare_events"); break;
+      case Events::MarkerPerRound: bare16_markers_ms = best_of(variant, "bare_markers"); break;
+      case Events::MarkerWithCallback:
+        bare16_callbacks_ms = best_of(variant, "bare_callbacks");
+        // Diagnosis: the plain launches again, in the context that has had callbacks.
+        if (c.cl_timing) fig["diag"]["bare16_after_callbacks_ms"] = best_of(Events::None, "diag_after_callbacks");
+        break;
+      case Events::MarkerStatusRead: bare16_status_ms = best_of(variant, "bare_status"); break;
+      case Events::MarkerHeld:
+        bare16_held_ms = best_of(variant, "bare_held");
+        if (c.cl_timing) fig["diag"]["bare16_last_context_ms"] = best_of(Events::None, "diag_last_context");
+        break;
+    }
   }
 
   std::vector<unsigned> curve;
@@ -624,6 +666,7 @@ Json fig2(Ctx& c) {
     const std::uint64_t waits0 = e.stats().cross_queue_waits, fences0 = e.stats().fences,
                         reads0 = e.stats().status_queries;
     std::vector<double> t;
+    driver_time(c, 1);
     for (int r = 0; r < reps; ++r) {
       if (r == 0)
         e.set_schedule_recorder([&](const uvcl::ScheduleEntry& s) {
@@ -632,6 +675,8 @@ Json fig2(Ctx& c) {
       t.push_back(run());
       e.set_schedule_recorder({});
     }
+    if (nq == 8 || nq == 16)
+      fig["driver"]["uvcl" + std::to_string(nq)] = driver_time(c, static_cast<double>(reps * length * chains));
     const double ms = min_of(t);
     if (nq == 1) u1_ms = ms;
     if (nq == 8) u8_ms = ms;
@@ -664,6 +709,7 @@ Json fig2(Ctx& c) {
   t["bare_markers"] = bare16_markers_ms;
   t["bare_callbacks"] = bare16_callbacks_ms;
   t["bare_status"] = bare16_status_ms;
+  t["bare_held"] = bare16_held_ms;
   t["bare1"] = bare1_ms;
   Json& s = add_row(fig, "2.speedup", "speedup over bare with 1 queue", "x", true);
   s["uvcl"] = bare1_ms / u8_ms;
@@ -673,6 +719,7 @@ Json fig2(Ctx& c) {
   s["bare_markers"] = bare1_ms / bare16_markers_ms;
   s["bare_callbacks"] = bare1_ms / bare16_callbacks_ms;
   s["bare_status"] = bare1_ms / bare16_status_ms;
+  s["bare_held"] = bare1_ms / bare16_held_ms;
   s["bare1"] = 1.0;
   Json& best = add_row(fig, "2.best", "best multi-queue speedup (uvcl over queues 1..16, bare over 2..16)", "x", true);
   best["uvcl"] = ubest;
@@ -1275,10 +1322,12 @@ Json fig5(Ctx& c) {
     }
     {
       int got = 0;
+      driver_time(c, 1);
       const std::uint64_t t0 = now_ns();
       for (int i = 0; i < ops; ++i) must(e.read(s, 0, small, [&](Result<std::span<const std::byte>>) { ++got; }), "read");
       must(e.run_until([&] { return got == ops; }), "run_until");
       u.small_r_pipe = us_since(t0) / ops;
+      fig["driver"][spin_us ? "uvcl_reads_spin" : "uvcl_reads"] = driver_time(c, ops);
     }
     must(e.release(pinned), "release");
   };
@@ -1347,6 +1396,7 @@ Json fig5(Ctx& c) {
       bb.w_pin_pipe = us_since(t0) / ops;
     }
     {
+      driver_time(c, 1);
       const std::uint64_t t0 = now_ns();
       for (int i = 0; i < ops; ++i)
         ck(api.clEnqueueReadBuffer(q, s, CL_FALSE, 0, small, static_cast<unsigned char*>(hp) + small * (i % 64), 0,
@@ -1354,6 +1404,7 @@ Json fig5(Ctx& c) {
            "read");
       ck(api.clFinish(q), "finish");
       bb.r_pin_pipe = us_since(t0) / ops;
+      fig["driver"]["bare_reads"] = driver_time(c, ops);
     }
     {
       // The driver calls uvcl makes for each awaited read: an event, a
@@ -1373,6 +1424,7 @@ Json fig5(Ctx& c) {
         api.clReleaseEvent(ev);
       }
       bb.r_pin_pipe_events = us_since(t0) / ops;
+      fig["driver"]["bare_reads_events"] = driver_time(c, ops);
     }
     api.clEnqueueUnmapMemObject(q, pin, hp, 0, nullptr, nullptr);
     b.finish();
@@ -2388,7 +2440,8 @@ void usage() {
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
                "                  [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
                "                  [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]\n"
-               "                  [--job JOB.json]... [--job-passes N]\n"
+               "                  [--engine-completion auto|callback|poll] [--job JOB.json]... [--job-passes N]\n"
+               "                  [--cl-library PATH]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
                "         11 only with --job)\n";
 }
@@ -2423,6 +2476,17 @@ int run(int argc, char** argv) {
     else if (a == "--idle-seconds") c.opt.idle_s = std::stod(value(i));
     else if (a == "--spin-iters") c.opt.spin_iters = std::stoi(value(i));
     else if (a == "--job") c.opt.jobs.push_back(value(i));
+    else if (a == "--cl-library") c.opt.cl_library = value(i);
+    else if (a == "--engine-completion") {
+      const std::string v = value(i);
+      if (v == "auto") c.opt.engine_completion = uvcl::CompletionMode::Auto;
+      else if (v == "callback") c.opt.engine_completion = uvcl::CompletionMode::Callback;
+      else if (v == "poll") c.opt.engine_completion = uvcl::CompletionMode::Poll;
+      else {
+        std::cerr << "uvcl_bench: --engine-completion: expected auto, callback or poll, got " << v << "\n";
+        return 2;
+      }
+    }
     else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-queues") c.opt.engine_queues = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));  // default "auto"
@@ -2457,13 +2521,15 @@ int run(int argc, char** argv) {
   }
   if (c.opt.smoke) c.opt.quick = true;
 
-  auto lib = uvcl::cl::Library::open("");
+  auto lib = uvcl::cl::Library::open(c.opt.cl_library);
   if (!lib) {
     std::cerr << "uvcl_bench: " << lib.error().to_string() << "\n";
     return 1;
   }
   c.lib = std::move(lib.value());
   c.api = &c.lib->api();
+  // NOLINTNEXTLINE(cppcoreguidelines-pro-type-reinterpret-cast): dlsym gives a data pointer
+  c.cl_timing = reinterpret_cast<UvclClTimingTakeFn>(::dlsym(c.api->handle, kUvclClTimingTake));
   auto devs = uvcl::cl::enumerate_devices(*c.api, std::nullopt, false);
   if (!devs) {
     std::cerr << "uvcl_bench: " << devs.error().to_string() << "\n";

@@ -18,6 +18,7 @@
 //       "spin_us": "auto",                // spin for completions, 0..1000000 us or "auto" (below)
 //       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
 //       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
+//       "completion": "auto",             // "auto" | "callback" | "poll" (below)
 //       "compile": "process",             // "process" | "inline" (below)
 //       "compiler": "",                   // uvcl-compiler's path; "": found next to libuvcl
 //       "compilers": 1,                   // compiler processes per device, 1..64
@@ -64,6 +65,18 @@ inline constexpr const char* kDefaultBuildOptions = "-cl-finite-math-only -cl-no
 // PoCL, Awaited elsewhere.
 enum class CommandEvents { Auto, All, Awaited };
 
+// How the loop learns that an awaited command finished once it stops
+// spinning (spin_us) and may sleep. Callback: the driver's completion
+// callback wakes it (clSetEventCallback, then uv_async). Poll: the engine
+// never registers a driver callback; the loop polls on a timer, first
+// kFirstPollUs after the wait begins, each interval an eighth longer than
+// the last, up to the 1 ms poll: at most an eighth of the wait late. On
+// NVIDIA's driver, a context in which one callback has been registered
+// stays slower per launch and per flush for the rest of its life. Auto:
+// Poll on NVIDIA's platform, Callback elsewhere.
+enum class CompletionMode { Auto, Callback, Poll };
+inline constexpr unsigned kFirstPollUs = 50;
+
 // Where programs are built. Process: in a uvcl-compiler child process per
 // device, so the loop is never held by a build (PoCL builds inside
 // clBuildProgram, for seconds) and a compiler crash kills only that process;
@@ -98,6 +111,7 @@ struct Config {
   // handles (timers, sockets) and goes on in the next iteration. 0: no bound.
   unsigned loop_budget_us = 200;
   CommandEvents command_events = CommandEvents::Auto;
+  CompletionMode completion = CompletionMode::Auto;
   CompileMode compile = CompileMode::Process;
   // The uvcl-compiler program; empty: next to libuvcl (or the program
   // linking it statically), then the install prefix's libexecdir.

@@ -164,6 +164,7 @@ struct EngineStats {
   // per queue on the last awaited command placed there since it last
   // could (the earlier ones complete before it); per awaited command still
   // running when a spin ends; on each queue's last command in finish().
+  // None on a device whose completion is polled for (Config::completion).
   std::uint64_t callbacks = 0;
   // Cross-device copies larger than their ring of pinned chunks read the
   // source in place; a command that writes the source while chunks are

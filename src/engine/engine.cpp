@@ -118,6 +118,8 @@ Result<void> Engine::Impl::init_devices() {
     d->spin_us = config.spin_us.value_or(dev.info.type == DeviceType::Cpu ? 0 : kAutoSpinUs);
     d->learns_spin = !config.spin_us && d->spin_us > 0;
     d->status_at_submit = pocl;
+    const bool nvidia = dev.info.platform_name.find("NVIDIA") != std::string::npos;
+    d->poll_completion = config.completion == CompletionMode::Poll || (config.completion == CompletionMode::Auto && nvidia);
     d->staging = std::make_unique<StagingPool>(*api, d->context, d->map_queue);
     if (config.debug_backends)
       std::fprintf(stderr, "uvcl: %s: %u queues, window %u, %llu bytes global memory\n", where.c_str(), n,
@@ -359,22 +361,51 @@ void Engine::Impl::update_busy() {
   // Work left by an iteration that ran out of its budget: the loop must not
   // sleep (the idle handle runs on_poll again next iteration).
   if (completion.backlog && b) handles->set_spinning(true);
-  if (!handles->spinning()) return;
+  if (handles->spinning()) end_spin_if_due(b);
+  schedule_polls(b);
+}
+
+void Engine::Impl::end_spin_if_due(bool busy) {
   const std::uint64_t now = uv_hrtime();
-  if (b && (now < spin_until_ns || completion.backlog)) return;
+  if (busy && (now < spin_until_ns || completion.backlog)) return;
   handles->set_spinning(false);
   if (spin_since_ns != 0) counters.spin_ns += now - spin_since_ns;
   spin_since_ns = 0;
   for (CommandId id : callback_after_spin) {
     const CommandRec* r = commands.find(id);
-    if (r && r->event && !sched::device_done(r->state)) ask_callback(r->event);
+    if (r && r->event && !sched::device_done(r->state)) ask_callback(*devices[r->device], r->event);
   }
   callback_after_spin.clear();
 }
 
-void Engine::Impl::ask_callback(cl_event ev) {
+void Engine::Impl::ask_callback(const DeviceCtx& d, cl_event ev) {
+  if (d.poll_completion) {
+    poll_asked = true;
+    return;
+  }
   api->clSetEventCallback(ev, CL_COMPLETE, on_cl_event, reinterpret_cast<void*>(handles->wake_token()));
   ++counters.callbacks;
+}
+
+void Engine::Impl::schedule_polls(bool busy) {
+  if (!busy || handles->spinning()) {  // nothing to wait for, or looked for every iteration
+    poll_asked = false;
+    poll_interval_ns = 0;
+    return;
+  }
+  if (poll_asked) {
+    poll_asked = false;
+    poll_interval_ns = std::uint64_t{kFirstPollUs} * 1000;
+  } else if (poll_interval_ns == 0 || handles->soon_pending()) {
+    return;
+  } else {
+    poll_interval_ns += poll_interval_ns / 8;
+    if (poll_interval_ns >= loop::Handles::kPollMs * 1000000) {  // the busy timer's polls take over
+      poll_interval_ns = 0;
+      return;
+    }
+  }
+  handles->poll_in(poll_interval_ns);
 }
 
 void Engine::Impl::report(const Error& e) { report(0, e); }
@@ -431,7 +462,7 @@ void Engine::drain(DoneCallback on_done) {
     for (const Queue& q : d->queues) {
       if (q.in_flight.empty()) continue;
       const CommandRec* r = e.commands.find(q.in_flight.back());
-      if (r && r->event) e.ask_callback(r->event);
+      if (r && r->event) e.ask_callback(*d, r->event);
     }
   e.errors.close_scope(e.errors.root_scope, std::move(on_done));
   e.errors.open_root_scope();

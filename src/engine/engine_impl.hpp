@@ -95,6 +95,10 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // Awaited commands submitted while spinning: their driver callbacks are
   // asked for only if spinning ends before they complete.
   std::vector<CommandId> callback_after_spin;
+  // Config::completion Poll: a wait began this step (ask_callback), so the
+  // timer polls from kFirstPollUs again; the interval of the poll now set.
+  bool poll_asked = false;
+  std::uint64_t poll_interval_ns = 0;
 
   // loop::Hooks
   void on_prepare() override;
@@ -113,8 +117,12 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // engine.cpp
   Result<void> init_devices();
   void update_busy();
-  // Asks the driver to wake the loop when `ev` completes (EngineStats::callbacks).
-  void ask_callback(cl_event ev);
+  // Makes sure the loop hears when `ev`, a command of device `d`, completes:
+  // the driver's callback (EngineStats::callbacks), or on a device whose
+  // completion is polled for, the timer's polls from kFirstPollUs.
+  void ask_callback(const DeviceCtx& d, cl_event ev);
+  void end_spin_if_due(bool busy);  // update_busy's part for Config::spin_us
+  void schedule_polls(bool busy);   // update_busy's part for Config::completion Poll
   bool busy() const;      // the loop must keep turning for the engine
   bool has_work() const;  // commands, builds, scopes, copies or frees still to finish
   // A failure where it starts (not the failures it causes downstream, which

@@ -209,6 +209,9 @@ struct DeviceCtx {
   // status read of a running event costs more than a launch, and a wait on
   // a command that has in fact finished is harmless.
   bool status_at_submit = true;
+  // Config::completion: the loop polls for this device's awaited commands
+  // on a timer instead of registering driver callbacks.
+  bool poll_completion = false;
   bool submitting = false;  // inside submit_window: a nested call leaves new commands to the outer one
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}

@@ -408,7 +408,7 @@ void Submitter::ask_callbacks(DeviceCtx& d) {
   for (Queue& q : d.queues) {
     if (q.callback_on == 0) continue;
     const CommandRec* r = e.commands.find(q.callback_on);
-    if (r && r->event && !sched::device_done(r->state)) e.ask_callback(r->event);
+    if (r && r->event && !sched::device_done(r->state)) e.ask_callback(d, r->event);
     q.callback_on = 0;
   }
 }

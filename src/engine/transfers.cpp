@@ -398,7 +398,7 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
       return true;
     }
     ++x.outstanding_writes;
-    e.ask_callback(chunk.write);
+    e.ask_callback(d, chunk.write);
     flush = true;
   }
   return true;
@@ -442,7 +442,7 @@ void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, const std::ve
     }
     x.dst_waits.push_back(w);
     x.dst_wait_ids.push_back(wait_owner(e, d, c, w));
-    e.ask_callback(w);
+    e.ask_callback(d, w);
   }
   x.user_event = *ev;
   x.dst_submitted = true;

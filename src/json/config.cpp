@@ -95,6 +95,15 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       else return r.fail(p, "expected \"auto\", \"all\" or \"awaited\", got \"" + std::string(s) + "\"");
       return {};
     }
+    if (key == "completion") {
+      std::string_view s;
+      UVCL_TRY(r.get_string(f, p, s, "\"auto\", \"callback\" or \"poll\""));
+      if (s == "auto") cfg.completion = CompletionMode::Auto;
+      else if (s == "callback") cfg.completion = CompletionMode::Callback;
+      else if (s == "poll") cfg.completion = CompletionMode::Poll;
+      else return r.fail(p, "expected \"auto\", \"callback\" or \"poll\", got \"" + std::string(s) + "\"");
+      return {};
+    }
     if (key == "compile") {
       std::string_view s;
       UVCL_TRY(r.get_string(f, p, s, "\"process\" or \"inline\""));
@@ -124,7 +133,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo", "spin_us", "loop_budget_us", "command_events", "compile",
+                                "program_memo", "spin_us", "loop_budget_us", "command_events", "completion", "compile",
                                 "compiler", "compilers", "compile_timeout_ms", "compiler_idle_ms", "build_options"},
                   field);
 }

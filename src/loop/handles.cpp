@@ -1,5 +1,8 @@
 #include "loop/handles.hpp"
 
+#include <sys/timerfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <mutex>
 #include <string>
@@ -61,12 +64,18 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
         if (rc == 0) {
           h->check_.data = h;
           ++h->open_handles_;
+          h->soon_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+          rc = h->soon_fd_ < 0 ? uv_translate_sys_error(errno) : uv_poll_init(loop, &h->soon_, h->soon_fd_);
+          if (rc == 0) {
+            h->soon_.data = h;
+            ++h->open_handles_;
+          }
         }
       }
     }
   }
   if (rc != 0) {
-    Error e = uv_error("uv_timer_init/uv_async_init/uv_idle_init/uv_check_init", rc);
+    Error e = uv_error("uv_timer_init/uv_async_init/uv_idle_init/uv_check_init/timerfd_create/uv_poll_init", rc);
     h->close();
     return e;
   }
@@ -77,6 +86,14 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->idle_));
   uv_check_start(&h->check_, [](uv_check_t* c) { static_cast<Handles*>(c->data)->hooks_->on_check(); });
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->check_));
+  uv_poll_start(&h->soon_, UV_READABLE, [](uv_poll_t* p, int, int) {
+    auto* self = static_cast<Handles*>(p->data);
+    std::uint64_t expirations = 0;
+    if (::read(self->soon_fd_, &expirations, sizeof expirations) != sizeof expirations) return;  // not due (re-armed)
+    self->soon_pending_ = false;
+    self->hooks_->on_poll();
+  });
+  uv_unref(reinterpret_cast<uv_handle_t*>(&h->soon_));
   WakeRegistry& r = registry();
   std::lock_guard lock(r.mutex);
   h->token_ = r.next++;
@@ -105,6 +122,14 @@ void Handles::set_spinning(bool spinning) {
   else uv_idle_stop(&idle_);
 }
 
+void Handles::poll_in(std::uint64_t ns) {
+  itimerspec when{};
+  ns = std::max<std::uint64_t>(ns, 1);  // 0 would disarm it
+  when.it_value.tv_sec = static_cast<time_t>(ns / 1000000000);
+  when.it_value.tv_nsec = static_cast<long>(ns % 1000000000);
+  soon_pending_ = ::timerfd_settime(soon_fd_, 0, &when, nullptr) == 0;
+}
+
 void Handles::close() {
   if (token_ != 0) {
     WakeRegistry& r = registry();
@@ -117,16 +142,20 @@ void Handles::close() {
     delete this;
     return;
   }
-  const int n = std::min(open_handles_, 5);  // prepare, timer, async, idle, check: in the order opened
-  uv_handle_t* all[5] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
-                         reinterpret_cast<uv_handle_t*>(&async_), reinterpret_cast<uv_handle_t*>(&idle_),
-                         reinterpret_cast<uv_handle_t*>(&check_)};
+  const int n = std::min(open_handles_, 6);  // prepare, timer, async, idle, check, soon: in the order opened
+  uv_handle_t* all[6] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
+                         reinterpret_cast<uv_handle_t*>(&async_),   reinterpret_cast<uv_handle_t*>(&idle_),
+                         reinterpret_cast<uv_handle_t*>(&check_),   reinterpret_cast<uv_handle_t*>(&soon_)};
   for (int i = 0; i < n; ++i) uv_close(all[i], &Handles::on_close);
 }
 
 void Handles::on_close(uv_handle_t* h) {
   auto* self = static_cast<Handles*>(h->data);
   if (--self->open_handles_ == 0) delete self;
+}
+
+Handles::~Handles() {
+  if (soon_fd_ >= 0) ::close(soon_fd_);
 }
 
 }  // namespace uvcl::loop

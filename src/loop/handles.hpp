@@ -13,6 +13,10 @@
 //            the loop does not sleep and every iteration runs on_poll; unref'd.
 //   check    ends each loop iteration (on_check: the budget starts anew);
 //            always active, unref'd.
+//   soon     a one-shot timer finer than uv_timer's milliseconds (a timerfd
+//            under a uv_poll): runs on_poll once, after poll_in(ns), where
+//            completion is polled for instead of driver callbacks
+//            (Config::completion); unref'd.
 //
 // The handles live in one heap block that frees itself in the last close
 // callback, so closing works on a caller's loop that runs later.
@@ -49,6 +53,10 @@ class Handles {
   // Spinning: the loop does not sleep; on_poll runs every iteration.
   void set_spinning(bool spinning);
   bool spinning() const { return spinning_; }
+  // Runs on_poll once, `ns` from now (replacing an earlier poll_in not yet
+  // due); soon_pending() until it has run.
+  void poll_in(std::uint64_t ns);
+  bool soon_pending() const { return soon_pending_; }
   // The token driver callbacks pass to wake().
   std::uintptr_t wake_token() const { return token_; }
   // Unregisters the wake token, closes the handles; `this` is freed once
@@ -57,6 +65,9 @@ class Handles {
 
  private:
   Handles() = default;
+  ~Handles();  // closes the timerfd: only once every handle is closed
+  Handles(const Handles&) = delete;
+  Handles& operator=(const Handles&) = delete;
   static void on_close(uv_handle_t* h);
 
   uv_prepare_t prepare_{};
@@ -64,6 +75,9 @@ class Handles {
   uv_async_t async_{};
   uv_idle_t idle_{};
   uv_check_t check_{};
+  uv_poll_t soon_{};
+  int soon_fd_ = -1;  // the timerfd under soon_
+  bool soon_pending_ = false;
   Hooks* hooks_ = nullptr;
   std::uintptr_t token_ = 0;
   bool busy_ = false;

@@ -207,7 +207,7 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
-            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, command_events, compile, "
+            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, command_events, completion, compile, "
             "compiler, compilers, compile_timeout_ms, compiler_idle_ms, build_options)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
@@ -385,6 +385,21 @@ TEST(Config, CommandEventsNamesItsValues) {
             R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got "some")");
   EXPECT_EQ(config_error(R"({"opencl": {"command_events": 1}})"),
             R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got 1)");
+}
+
+TEST(Config, CompletionNamesItsValues) {
+  EXPECT_EQ(Config{}.completion, uvcl::CompletionMode::Auto);
+  for (auto [text, want] : {std::pair{"auto", uvcl::CompletionMode::Auto},
+                            std::pair{"callback", uvcl::CompletionMode::Callback},
+                            std::pair{"poll", uvcl::CompletionMode::Poll}}) {
+    auto r = uvcl::parse_config(std::string(R"({"opencl": {"completion": ")") + text + "\"}}");
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->completion, want) << text;
+  }
+  EXPECT_EQ(config_error(R"({"opencl": {"completion": "wait"}})"),
+            R"(cfg.json: opencl.completion: expected "auto", "callback" or "poll", got "wait")");
+  EXPECT_EQ(config_error(R"({"opencl": {"completion": true}})"),
+            R"(cfg.json: opencl.completion: expected "auto", "callback" or "poll", got true)");
 }
 
 TEST(Config, CompilerKeysAreReadWithTheirDefaults) {

@@ -1,0 +1,82 @@
+// Config::completion: how the loop hears of an awaited command's completion
+// once it may sleep. Poll registers no driver callback (on NVIDIA's driver
+// one callback slows every later launch of its context) and polls on a
+// timer instead; the work still completes, with the right results.
+#include <uv.h>
+
+#include "../watchdog.hpp"
+#include "engine_test_util.hpp"
+
+namespace uvcl::testing {
+namespace {
+
+struct AwaitedRun {
+  bool read_correct = false;
+  bool finished = false;
+  std::uint64_t callbacks = 0;  // EngineStats::callbacks at the end
+};
+
+// A read behind a ~100 ms kernel (so the loop sleeps while it runs), then
+// more launches and finish(): the read's callback and finish must both
+// come without anyone else waking the loop.
+AwaitedRun read_behind_a_slow_kernel(CompletionMode mode, std::optional<unsigned> spin_us) {
+  AwaitedRun out;
+  Config c = test_config();
+  c.completion = mode;
+  c.spin_us = spin_us;
+  auto made = Engine::create(c);
+  EXPECT_TRUE(made.ok()) << made.error().to_string();
+  if (!made.ok()) return out;
+  Engine& e = **made;
+  auto p = e.compile_sync(0, util::kKernels);
+  EXPECT_TRUE(p.ok()) << p.error().to_string();
+  if (!p.ok()) return out;
+  auto spin = e.kernel(*p, "spin");
+  EXPECT_TRUE(spin.ok());
+  if (!spin.ok()) return out;
+  const std::vector<std::uint32_t> seed = {7};
+  auto in = e.allocate(0, 4), res = e.allocate(0, 4);
+  EXPECT_TRUE(in.ok() && res.ok());
+  if (!in.ok() || !res.ok()) return out;
+  EXPECT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
+  const std::uint32_t iters = util::spin_iters_for(e, *spin, 100);
+  const Launch slow = util::make_launch(*spin, {util::buf(*in), util::buf(*res), util::u32(iters), util::u32(1)}, {1}, {1});
+  EXPECT_TRUE(e.launch(slow).ok());
+  EXPECT_TRUE(e.read(*res, 0, 4, [&](Result<std::span<const std::byte>> r) {
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    if (!r.ok()) return;
+    std::uint32_t v = 0;
+    std::memcpy(&v, r->data(), 4);
+    out.read_correct = v == util::lcg_steps(seed[0], iters);
+  }).ok());
+  uv_run(e.loop(), UV_RUN_DEFAULT);  // returns once nothing is in flight
+  EXPECT_TRUE(e.launch(slow).ok());
+  out.finished = e.finish().ok();
+  out.callbacks = e.stats().callbacks;
+  EXPECT_TRUE(e.release(*in).ok());
+  EXPECT_TRUE(e.release(*res).ok());
+  return out;
+}
+
+TEST(CompletionMode, PollRegistersNoDriverCallbackAndStillCompletes) {
+  Watchdog wd("awaited work with completion \"poll\"", 60);
+  for (std::optional<unsigned> spin : {std::optional<unsigned>{0u}, std::optional<unsigned>{1u}}) {
+    const AwaitedRun r = read_behind_a_slow_kernel(CompletionMode::Poll, spin);
+    EXPECT_TRUE(r.read_correct) << "spin_us " << *spin;
+    EXPECT_TRUE(r.finished) << "spin_us " << *spin;
+    EXPECT_EQ(r.callbacks, 0u) << "spin_us " << *spin << ": a driver callback was registered";
+  }
+}
+
+TEST(CompletionMode, CallbackAndAutoOnPoclAskTheDriver) {
+  Watchdog wd("awaited work with completion \"callback\"", 60);
+  for (CompletionMode mode : {CompletionMode::Callback, CompletionMode::Auto}) {
+    const AwaitedRun r = read_behind_a_slow_kernel(mode, 0u);
+    EXPECT_TRUE(r.read_correct);
+    EXPECT_TRUE(r.finished);
+    EXPECT_GT(r.callbacks, 0u) << (mode == CompletionMode::Auto ? "auto" : "callback");
+  }
+}
+
+}  // namespace
+}  // namespace uvcl::testing
