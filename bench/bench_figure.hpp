@@ -29,7 +29,7 @@ struct Options {
   std::uint64_t launches = 0, growth = 0;
   double idle_s = 0;
   int spin_iters = 0;
-  unsigned engine_queues = 8;   // opencl.queues of every engine a figure does not size itself
+  std::optional<unsigned> engine_queues;  // opencl.queues of every engine a figure does not size itself (nullopt: "auto")
   std::optional<unsigned> engine_spin_us;  // opencl.spin_us of every engine, nullopt: "auto" (figures 3 and 5 also measure their own)
   uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
   uvcl::CompletionMode engine_completion = uvcl::CompletionMode::Auto;  // opencl.completion of every engine
@@ -75,7 +75,7 @@ inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 0, co
                                            std::optional<unsigned> spin_us = std::nullopt,
                                            const std::function<void(uvcl::Config&)>& tweak = {}) {
   uvcl::Config cfg;
-  cfg.queues = queues ? queues : c.opt.engine_queues;
+  cfg.queues = queues ? std::optional<unsigned>(queues) : c.opt.engine_queues;
   cfg.spin_us = spin_us ? spin_us : c.opt.engine_spin_us;  // nullopt: "auto"
   cfg.command_events = c.opt.engine_events;
   cfg.completion = c.opt.engine_completion;
@@ -113,6 +113,12 @@ inline Json driver_time(const Ctx& c, double launches) {
   }
   out["us_per_launch"] = total_ns / 1e3 / launches;
   return out;
+}
+
+// The compute queues an engine made by make_engine(c) has on the benchmarked device.
+inline unsigned default_queues(const Ctx& c) {
+  return c.opt.engine_queues.value_or(c.dev().info.type == uvcl::DeviceType::Cpu ? uvcl::kAutoCpuQueues
+                                                                                 : uvcl::kAutoGpuQueues);
 }
 
 inline Json make_figure(const std::string& id, const std::string& title) {

@@ -231,7 +231,7 @@ Timed run_bare(const Ctx& c, const job::Job& j, const std::string& base_dir, con
 
 Json fig11(Ctx& c) {
   Json fig = make_figure("11", "Real workloads: a job's launches replayed");
-  column(fig, "uvcl", "uvcl (default 8 queues)");
+  column(fig, "uvcl", "uvcl (default queues: " + std::to_string(default_queues(c)) + ")");
   column(fig, "uvcl1", "uvcl (1 queue)");
   column(fig, "bare", "bare, 1 in-order queue, no events");
   column(fig, "bare_rr", "bare, 8 queues round-robin, an event per launch and hazard waits");
@@ -239,7 +239,7 @@ Json fig11(Ctx& c) {
     fig["skipped"] = "no --job given";
     return fig;
   }
-  constexpr unsigned kQueues = 8;
+  constexpr unsigned kRoundRobinQueues = 8;
   Json jobs = Json::array();
   for (const std::string& path : c.opt.jobs) {
     const job::Job j = must(job::load_job_file(path), "load_job_file " + path);
@@ -251,10 +251,10 @@ Json fig11(Ctx& c) {
                                 ? c.opt.job_passes
                                 : static_cast<unsigned>(std::clamp<std::uint64_t>(budget / std::max<std::uint64_t>(per_pass, 1), 2, 1000));
     std::vector<Bytes> initial;
-    const Timed u = run_uvcl(c, j, base_dir, kQueues, passes, &initial);
+    const Timed u = run_uvcl(c, j, base_dir, 0, passes, &initial);  // 0: the default queue count
     const Timed u1 = run_uvcl(c, j, base_dir, 1, passes, nullptr);
     const Timed bare = run_bare(c, j, base_dir, initial, 1, passes);
-    const Timed rr = run_bare(c, j, base_dir, initial, kQueues, passes);
+    const Timed rr = run_bare(c, j, base_dir, initial, kRoundRobinQueues, passes);
     for (const auto& [way, t] : {std::pair<const char*, const Timed*>{"uvcl (1 queue)", &u1},
                                  {"bare (1 queue)", &bare}, {"bare (round-robin)", &rr}})
       if (t->outputs != u.outputs) fail(name + ": " + way + " outputs differ from uvcl's after the same passes");
@@ -282,7 +282,8 @@ Json fig11(Ctx& c) {
     jobs.push(std::move(info));
   }
   fig["jobs"] = std::move(jobs);
-  fig["params"]["queues"] = kQueues;
+  fig["params"]["queues"] = default_queues(c);
+  fig["params"]["round_robin_queues"] = kRoundRobinQueues;
   return fig;
 }
 

@@ -84,7 +84,7 @@ DESCRIPTIONS = {
           "duration of the blocking clBuildProgram.",
     "11": "Real workloads: the launches tinygrad sends to OpenCL for one forward pass of a small model, recorded "
           "as uvcl jobs (bench/jobs/README.md says how), replayed back to back many times after a warm-up pass. "
-          "uvcl with its default 8 queues and with one; bare on one in-order queue without events (what the "
+          "uvcl with its default queues (16 on a GPU, 8 on a CPU device) and with one; bare on one in-order queue without events (what the "
           "framework's own loop does); bare on 8 queues round-robin, an event per launch and the waits the "
           "buffer hazards need. Every way must leave the same output bytes. Time per pass.",
 }
@@ -426,6 +426,9 @@ def cmd_doc(a):
              "scripts/bench.sh --quick    # the same, smaller (a few minutes)\n"
              "build-bench/bench/uvcl_bench --list-devices\n"
              "build-bench/bench/uvcl_bench --figure 3 --device N --json out.json\n"
+             "# where each launch's host time goes, per OpenCL entry point (figures 1, 2 and 5 add\n"
+             "# \"driver\" tables), both sides timed through the same library:\n"
+             "build-bench/bench/uvcl_bench --figure 2 --cl-library build-bench/bench/libuvcl_cl_timing.so\n"
              "# GPU machine: copy build-bench/bench/uvcl_bench and the libraries it links (libuvcl, libuv,\n"
              "# libsimdjson) there, run it with NVIDIA's OpenCL registered with the ICD loader:\n"
              "#   uvcl_bench --device 1 --growth-launches 2000000 --json h200.json\n"

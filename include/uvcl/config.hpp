@@ -8,7 +8,7 @@
 //   {
 //     "opencl": {
 //       "platform_ids": null | [i, ...],  // null/absent: all; []: none
-//       "queues": 8,                      // in-order queues per device, 1..64
+//       "queues": "auto",                 // in-order queues per device, 1..64 or "auto" (below)
 //       "window": 100,                    // micro-batch window, 1..65536
 //       "library": "/path/libOpenCL.so.1",// tried before the default names
 //       "absorb_sigabrt": false,          // install the seed's SIGABRT handler
@@ -43,6 +43,10 @@ namespace uvcl {
 // The ranges the config file format admits; Engine::create checks a Config
 // built in code against the same ones.
 inline constexpr unsigned kMaxQueues = 64;
+// Config::queues "auto": compute queues on a GPU or accelerator (independent
+// chains run side by side up to about this many) and on a CPU device.
+inline constexpr unsigned kAutoGpuQueues = 16;
+inline constexpr unsigned kAutoCpuQueues = 8;
 inline constexpr unsigned kMaxWindow = 65536;
 inline constexpr unsigned kMaxProgramMemo = 4096;
 inline constexpr unsigned kMaxSpinUs = 1000000;
@@ -88,7 +92,9 @@ enum class CompileMode { Process, Inline };
 
 struct Config {
   std::optional<std::vector<std::size_t>> platform_ids;  // nullopt: all
-  unsigned queues = 8;
+  // In-order compute queues per device; nullopt ("auto"): kAutoGpuQueues on
+  // GPUs and accelerators, kAutoCpuQueues on CPU devices.
+  std::optional<unsigned> queues;
   unsigned window = 100;
   std::string library;  // empty: search the default names
   bool absorb_sigabrt = false;

@@ -37,6 +37,7 @@ struct DeviceInfo {
   bool matrix_units = false;  // cl_intel_subgroup_matrix_multiply_accumulate
   std::uint64_t profiling_timer_resolution_ns = 0;
   std::string extensions;
+  unsigned queues = 0;  // the engine's in-order compute queues on it (Config::queues)
 };
 
 }  // namespace uvcl

@@ -205,8 +205,8 @@ using ErrorListener = std::function<void(const Error&)>;
 class Engine {
  public:
   // Loads OpenCL, enumerates devices, creates one context and
-  // config.queues in-order queues per device. loop == nullptr: the engine
-  // creates and owns a loop.
+  // config.queues in-order queues per device (DeviceInfo::queues).
+  // loop == nullptr: the engine creates and owns a loop.
   static Result<std::unique_ptr<Engine>> create(const Config& config, uv_loop_s* loop = nullptr);
   ~Engine();
   Engine(const Engine&) = delete;

@@ -95,7 +95,8 @@ Result<void> Engine::Impl::init_devices() {
     cl_int rc = CL_SUCCESS;
     d->context = api->clCreateContext(props, 1, &dev.id, nullptr, nullptr, &rc);
     if (rc != CL_SUCCESS) return cl::call_error(Status::Initialization, "clCreateContext", rc).context(where);
-    const unsigned n = config.queues;
+    const unsigned n = config.queues.value_or(dev.info.type == DeviceType::Cpu ? kAutoCpuQueues : kAutoGpuQueues);
+    d->dev.info.queues = n;
     d->load.assign(n, 0);
     d->queues.resize(n + 2);
     for (unsigned q = 0; q < n + 2; ++q) {

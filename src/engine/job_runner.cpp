@@ -191,7 +191,7 @@ Result<void> JobRun::start() {
     return job_error("device " + std::to_string(device_) + " out of range (" +
                      std::to_string(engine_.device_count()) + " devices)");
   result_.device = device_;
-  result_.stats.queues = engine_.config().queues;
+  result_.stats.queues = engine_.device(device_).queues;
   // Sums that wrap would slip past the limits: two repeats of 2^63 made 0
   // launches to check and ran for ever; buffer sizes past 2^64 made a small
   // total. Overflow is refused whatever the limit.

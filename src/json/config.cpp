@@ -51,7 +51,6 @@ struct UnsignedKey {
   unsigned lo, hi;
 };
 constexpr UnsignedKey kUnsignedKeys[] = {
-    {"queues", &Config::queues, 1, kMaxQueues},
     {"window", &Config::window, 1, kMaxWindow},
     {"program_memo", &Config::program_memo, 0, kMaxProgramMemo},
     {"loop_budget_us", &Config::loop_budget_us, 0, kMaxLoopBudgetUs},
@@ -59,6 +58,17 @@ constexpr UnsignedKey kUnsignedKeys[] = {
     {"compile_timeout_ms", &Config::compile_timeout_ms, 1, kMaxCompileTimeoutMs},
     {"compiler_idle_ms", &Config::compiler_idle_ms, 0, kMaxCompilerIdleMs},
 };
+// The integer keys that also take "auto" (nullopt: chosen per device).
+struct AutoKey {
+  std::string_view key;
+  std::optional<unsigned> Config::*field;
+  unsigned lo, hi;
+};
+constexpr AutoKey kAutoKeys[] = {
+    {"queues", &Config::queues, 1, kMaxQueues},
+    {"spin_us", &Config::spin_us, 0, kMaxSpinUs},
+};
+
 
 Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) {
   od::object obj;
@@ -72,18 +82,19 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       cfg.*k.field = static_cast<unsigned>(n);
       return {};
     }
-    if (key == "spin_us") {
-      const std::string what = "an integer 0.." + std::to_string(kMaxSpinUs) + " or \"auto\"";
+    for (const AutoKey& k : kAutoKeys) {
+      if (key != k.key) continue;
+      const std::string what = "an integer " + std::to_string(k.lo) + ".." + std::to_string(k.hi) + " or \"auto\"";
       if (Reader::lead(f) == '"') {
         std::string_view s;
         UVCL_TRY(r.get_string(f, p, s, what));
-        if (s != "auto") return r.fail(p, "expected " + what + ", got \"" + std::string(s) + "\"");
-        cfg.spin_us.reset();
+        if (s != "auto") return r.expected(p, what, f);
+        (cfg.*k.field).reset();
         return {};
       }
       std::uint64_t n = 0;
-      UVCL_TRY(r.get_uint(f, p, 0, kMaxSpinUs, n, what));
-      cfg.spin_us = static_cast<unsigned>(n);
+      UVCL_TRY(r.get_uint(f, p, k.lo, k.hi, n, what));
+      cfg.*k.field = static_cast<unsigned>(n);
       return {};
     }
     if (key == "command_events") {
@@ -92,7 +103,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       if (s == "auto") cfg.command_events = CommandEvents::Auto;
       else if (s == "all") cfg.command_events = CommandEvents::All;
       else if (s == "awaited") cfg.command_events = CommandEvents::Awaited;
-      else return r.fail(p, "expected \"auto\", \"all\" or \"awaited\", got \"" + std::string(s) + "\"");
+      else return r.expected(p, "\"auto\", \"all\" or \"awaited\"", f);
       return {};
     }
     if (key == "completion") {
@@ -101,7 +112,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       if (s == "auto") cfg.completion = CompletionMode::Auto;
       else if (s == "callback") cfg.completion = CompletionMode::Callback;
       else if (s == "poll") cfg.completion = CompletionMode::Poll;
-      else return r.fail(p, "expected \"auto\", \"callback\" or \"poll\", got \"" + std::string(s) + "\"");
+      else return r.expected(p, "\"auto\", \"callback\" or \"poll\"", f);
       return {};
     }
     if (key == "compile") {
@@ -109,7 +120,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       UVCL_TRY(r.get_string(f, p, s, "\"process\" or \"inline\""));
       if (s == "process") cfg.compile = CompileMode::Process;
       else if (s == "inline") cfg.compile = CompileMode::Inline;
-      else return r.fail(p, "expected \"process\" or \"inline\", got \"" + std::string(s) + "\"");
+      else return r.expected(p, "\"process\" or \"inline\"", f);
       return {};
     }
     if (key == "library" || key == "compiler" || key == "build_options") {
@@ -156,9 +167,12 @@ Result<void> validate_config(const Config& config) {
       return Error{Status::InvalidConfig, "opencl." + std::string(k.key) + " (" + std::to_string(v) + ") is outside " +
                                               std::to_string(k.lo) + ".." + std::to_string(k.hi)};
   }
-  if (config.spin_us && *config.spin_us > kMaxSpinUs)
-    return Error{Status::InvalidConfig, "opencl.spin_us (" + std::to_string(*config.spin_us) + ") is outside 0.." +
-                                            std::to_string(kMaxSpinUs)};
+  for (const AutoKey& k : kAutoKeys) {
+    const std::optional<unsigned> v = config.*k.field;
+    if (v && (*v < k.lo || *v > k.hi))
+      return Error{Status::InvalidConfig, "opencl." + std::string(k.key) + " (" + std::to_string(*v) + ") is outside " +
+                                              std::to_string(k.lo) + ".." + std::to_string(k.hi)};
+  }
   return {};
 }
 

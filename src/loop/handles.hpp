@@ -47,6 +47,8 @@ class Handles {
   static constexpr std::uint64_t kPollMs = 1;
 
   static Result<Handles*> open(uv_loop_t* loop, Hooks* hooks);
+  Handles(const Handles&) = delete;
+  Handles& operator=(const Handles&) = delete;
   // Busy: the timer runs and keeps the loop alive.
   void set_busy(bool busy);
   bool busy() const { return busy_; }
@@ -66,8 +68,6 @@ class Handles {
  private:
   Handles() = default;
   ~Handles();  // closes the timerfd: only once every handle is closed
-  Handles(const Handles&) = delete;
-  Handles& operator=(const Handles&) = delete;
   static void on_close(uv_handle_t* h);
 
   uv_prepare_t prepare_{};

@@ -80,3 +80,24 @@ TEST(CompletionMode, CallbackAndAutoOnPoclAskTheDriver) {
 
 }  // namespace
 }  // namespace uvcl::testing
+
+namespace uvcl::testing {
+namespace {
+
+// opencl.queues "auto" (the default): kAutoCpuQueues on a CPU device, and
+// the count is what DeviceInfo::queues and a job's stats report.
+TEST(QueuesAuto, ACpuDeviceGetsTheCpuCount) {
+  Config c = test_config();
+  c.queues.reset();
+  auto made = Engine::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  ASSERT_EQ((*made)->device(0).type, DeviceType::Cpu);
+  EXPECT_EQ((*made)->device(0).queues, kAutoCpuQueues);
+  c.queues = 3;
+  auto three = Engine::create(c);
+  ASSERT_TRUE(three.ok()) << three.error().to_string();
+  EXPECT_EQ((*three)->device(0).queues, 3u);
+}
+
+}  // namespace
+}  // namespace uvcl::testing

@@ -125,11 +125,11 @@ TEST(Config, QueueAndWindowRangeEdges) {
     const std::string key = e.key;
     auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
     const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi) +
-                                 (key == "spin_us" ? " or \"auto\"" : "");
+                                 (key == "spin_us" || key == "queues" ? " or \"auto\"" : "");
     for (long long ok : {e.lo, e.hi}) {
       auto r = uvcl::parse_config(doc(ok));
       ASSERT_TRUE(r.ok()) << r.error().message;
-      const unsigned got = key == "queues"         ? r->queues
+      const unsigned got = key == "queues"         ? r->queues.value_or(~0u)
                            : key == "window"       ? r->window
                            : key == "program_memo" ? r->program_memo
                            : key == "spin_us"      ? r->spin_us.value_or(~0u)
@@ -159,19 +159,33 @@ TEST(Config, SpinIsAnIntegerOrAuto) {
   EXPECT_EQ(v.error().message, "opencl.spin_us (1000001) is outside 0..1000000");
 }
 
+TEST(Config, QueuesAreAnIntegerOrAuto) {
+  EXPECT_FALSE(Config{}.queues.has_value()) << "the default is \"auto\"";
+  auto a = uvcl::parse_config(R"({"opencl": {"queues": "auto"}})");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_FALSE(a->queues.has_value());
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": "many"}})"),
+            R"(cfg.json: opencl.queues: expected an integer 1..64 or "auto", got "many")");
+  uvcl::Config c;
+  c.queues = 0;
+  auto v = uvcl::validate_config(c);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().message, "opencl.queues (0) is outside 1..64");
+}
+
 TEST(Config, IntegersMustBeIntegers) {
-  EXPECT_EQ(config_error(R"({"opencl": {"queues": "x"}})"), R"(cfg.json: opencl.queues: expected an integer 1..64, got "x")");
-  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1.5}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 1.5");
-  EXPECT_EQ(config_error(R"({"opencl": {"queues": 2.0}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 2.0");
-  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1e1}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 1e1");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": "x"}})"), R"(cfg.json: opencl.queues: expected an integer 1..64 or "auto", got "x")");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1.5}})"), "cfg.json: opencl.queues: expected an integer 1..64 or \"auto\", got 1.5");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 2.0}})"), "cfg.json: opencl.queues: expected an integer 1..64 or \"auto\", got 2.0");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1e1}})"), "cfg.json: opencl.queues: expected an integer 1..64 or \"auto\", got 1e1");
   EXPECT_EQ(config_error(R"({"opencl": {"window": true}})"), "cfg.json: opencl.window: expected an integer 1..65536, got true");
   EXPECT_EQ(config_error(R"({"opencl": {"window": null}})"), "cfg.json: opencl.window: expected an integer 1..65536, got null");
   EXPECT_EQ(config_error(R"({"opencl": {"window": [8]}})"), "cfg.json: opencl.window: expected an integer 1..65536, got an array");
   EXPECT_EQ(config_error(R"({"opencl": {"window": {}}})"), "cfg.json: opencl.window: expected an integer 1..65536, got an object");
   // Past 64 bits, and past a double: still a number, still out of range.
   EXPECT_EQ(config_error(R"({"opencl": {"queues": 123456789012345678901234567890}})"),
-            "cfg.json: opencl.queues: expected an integer 1..64, got 123456789012345678901234567890");
-  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1e400}})"), "cfg.json: opencl.queues: expected an integer 1..64, got 1e400");
+            "cfg.json: opencl.queues: expected an integer 1..64 or \"auto\", got 123456789012345678901234567890");
+  EXPECT_EQ(config_error(R"({"opencl": {"queues": 1e400}})"), "cfg.json: opencl.queues: expected an integer 1..64 or \"auto\", got 1e400");
 }
 
 TEST(Config, WrongTypes) {
@@ -229,10 +243,14 @@ TEST(Config, TopLevelMustBeAnObject) {
 
 TEST(Config, LongValuesAreCutInMessages) {
   const std::string long_name(200, 'q');
-  const std::string msg = config_error(R"({"opencl": {"queues": ")" + long_name + "\"}}");
-  EXPECT_EQ(msg.rfind("cfg.json: opencl.queues: expected an integer 1..64, got \"qqq", 0), 0u) << msg;
-  EXPECT_EQ(msg.substr(msg.size() - 3), "...");
-  EXPECT_LT(msg.size(), 120u);
+  // Every key whose string values are named ones: the value given is cut.
+  for (const char* key : {"queues", "spin_us", "command_events", "completion", "compile"}) {
+    const std::string msg = config_error(R"({"opencl": {")" + std::string(key) + R"(": ")" + long_name + "\"}}");
+    EXPECT_EQ(msg.rfind("cfg.json: opencl." + std::string(key) + ": expected ", 0), 0u) << msg;
+    EXPECT_NE(msg.find(", got \"qqq"), std::string::npos) << msg;
+    EXPECT_EQ(msg.substr(msg.size() - 3), "...") << msg;
+    EXPECT_LT(msg.size(), 140u) << msg;
+  }
 }
 
 // Malformed JSON: the message says where, as a byte offset.
@@ -297,7 +315,7 @@ TEST(ConfigFile, ErrorsNameTheFile) {
   auto r = uvcl::load_config_file(path);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status(), Status::InvalidConfig);
-  EXPECT_EQ(r.error().message, path + ": opencl.queues: expected an integer 1..64, got 0");
+  EXPECT_EQ(r.error().message, path + ": opencl.queues: expected an integer 1..64 or \"auto\", got 0");
 }
 
 TEST(ConfigFile, UnreadableIsAnIoErrorNamingThePath) {
