@@ -247,7 +247,7 @@ Json fig1(Ctx& c) {
   fig["params"]["launches"] = n;
   fig["params"]["reps"] = reps;
   fig["params"]["buffers"] = nbuf;
-  column(fig, "uvcl", "uvcl (8 queues)");
+  column(fig, "uvcl", "uvcl (default queues: " + std::to_string(default_queues(c)) + ")");
   column(fig, "uvcl_1q", "uvcl, 1 queue");
   column(fig, "bare", "bare, with event");
   column(fig, "bare_noevent", "bare, no event");
@@ -334,7 +334,7 @@ Json fig1(Ctx& c) {
     fig["uvcl_stats"]["events"] = s.events;  // own events and fences (opencl.command_events)
     fig["uvcl_stats"]["fences"] = s.fences;
   };
-  measure_uvcl(8, u, ub, true);
+  measure_uvcl(0, u, ub, true);  // 0: the default queue count
   measure_uvcl(1, u1, nullptr, false);
   {
     Bare b(*c.api, c.dev(), 1);
@@ -503,7 +503,7 @@ Json fig2(Ctx& c) {
   fig["params"]["spin_iters"] = iters;
   fig["params"]["kernel_us_one_queue"] = c.spin_us;
   fig["params"]["reps"] = reps;
-  column(fig, "uvcl", "uvcl (default 8 queues)");
+  column(fig, "uvcl", "uvcl (default queues: " + std::to_string(default_queues(c)) + ")");
   column(fig, "uvcl16", "uvcl (16 queues)");
   column(fig, "bare", "bare, 16 queues");
   column(fig, "bare_events", "bare, 16 queues, an event per launch");
@@ -630,7 +630,7 @@ Json fig2(Ctx& c) {
   else
     for (unsigned q = 1; q <= 16; ++q) curve.push_back(q);
   Json uvcl_curve = Json::array();
-  double u8_ms = 0, u16_ms = 0, u1_ms = 0, ubest = 0;
+  double udefault_ms = 0, u16_ms = 0, u1_ms = 0, ubest = 0;
   unsigned ubest_q = 0;
   Json queue_use = Json::object();
   for (unsigned nq : curve) {
@@ -679,7 +679,7 @@ Json fig2(Ctx& c) {
       fig["driver"]["uvcl" + std::to_string(nq)] = driver_time(c, static_cast<double>(reps * length * chains));
     const double ms = min_of(t);
     if (nq == 1) u1_ms = ms;
-    if (nq == 8) u8_ms = ms;
+    if (nq == default_queues(c)) udefault_ms = ms;
     if (nq == 16) u16_ms = ms;
     if (bare1_ms / ms > ubest) {
       ubest = bare1_ms / ms;
@@ -702,7 +702,7 @@ Json fig2(Ctx& c) {
   fig["uvcl_curve"] = std::move(uvcl_curve);
   fig["bare_curve"] = std::move(bare_curve);
   Json& t = add_row(fig, "2.time", "64 chains x " + std::to_string(length) + " kernels: wall time", "ms", false);
-  t["uvcl"] = u8_ms;
+  t["uvcl"] = udefault_ms;
   t["uvcl16"] = u16_ms;
   t["bare"] = bare16_ms;
   t["bare_events"] = bare16_events_ms;
@@ -712,7 +712,7 @@ Json fig2(Ctx& c) {
   t["bare_held"] = bare16_held_ms;
   t["bare1"] = bare1_ms;
   Json& s = add_row(fig, "2.speedup", "speedup over bare with 1 queue", "x", true);
-  s["uvcl"] = bare1_ms / u8_ms;
+  s["uvcl"] = bare1_ms / udefault_ms;
   s["uvcl16"] = bare1_ms / u16_ms;
   s["bare"] = bare1_ms / bare16_ms;
   s["bare_events"] = bare1_ms / bare16_events_ms;
@@ -753,7 +753,7 @@ Json fig3(Ctx& c) {
   column(fig, "pyopencl", "pyopencl: launch + blocking read");
   std::vector<double> ulat, nlat, slat, blat;
   auto uvcl_run = [&](std::optional<unsigned> spin_us, std::vector<double>& lat) {
-    auto eng = make_engine(c, 8, {}, std::nullopt, spin_us);
+    auto eng = make_engine(c, 0, {}, std::nullopt, spin_us);
     Engine& e = *eng;
     const std::size_t d = c.local;
     Program p = must(e.compile_sync(d, kKernels), "compile");
@@ -1108,7 +1108,7 @@ Json fig4(Ctx& c) {
   fig["params"]["spin_iters_device_bound"] = device_iters;
   fig["params"]["spin_iters_host_bound"] = host_iters;
   fig["params"]["kernel_us_estimate"] = c.spin_us;
-  column(fig, "uvcl", "uvcl (8 queues)");
+  column(fig, "uvcl", "uvcl (default queues: " + std::to_string(default_queues(c)) + ")");
   column(fig, "bare", "bare event-driven loop (8 queues, callbacks + uv_async)");
   column(fig, "idle", "idle loop, no OpenCL");
 
@@ -1213,7 +1213,7 @@ Json fig5(Ctx& c) {
     double small_wh_seq = 0, small_rh_seq = 0, small_wh_pipe = 0, small_rh_pipe = 0;
   };
   auto measure_uvcl = [&](std::optional<unsigned> spin_us, U& u) {
-    auto eng = make_engine(c, 8, {}, std::nullopt, spin_us);
+    auto eng = make_engine(c, 0, {}, std::nullopt, spin_us);
     Engine& e = *eng;
     const std::size_t d = c.local;
     Buffer a = must(e.allocate(d, big), "allocate");
@@ -1513,7 +1513,7 @@ Json fig5x(Ctx& c) {
     std::vector<std::size_t> plats{da.info.platform_index};
     if (db.info.platform_index != da.info.platform_index) plats.push_back(db.info.platform_index);
     std::sort(plats.begin(), plats.end());
-    auto eng = make_engine(c, 8, {}, plats);
+    auto eng = make_engine(c, 0, {}, plats);
     Engine& e = *eng;
     // The engine lists the selected platforms' devices in the same order as
     // the unfiltered enumeration: count the selected ones before each.
@@ -1533,6 +1533,7 @@ Json fig5x(Ctx& c) {
     std::vector<unsigned char> host(bytes, 7);
     must(e.write(a, 0, std::as_bytes(std::span(host)), uvcl::WriteMode::Borrow), "write");
     must(e.finish(), "finish");
+    driver_time(c, 1);
     for (int r = 0; r <= reps; ++r) {
       Waiter w;
       const std::uint64_t t0 = now_ns();
@@ -1543,6 +1544,7 @@ Json fig5x(Ctx& c) {
       if (w.error) fail("cross copy: " + *w.error);
       if (r > 0) ut.push_back(gbps(bytes, static_cast<double>(w.t1 - t0) / 1e3));
     }
+    fig["driver"]["uvcl"] = driver_time(c, reps + 1.0);  // per copy
     auto check = must(e.read_sync(b, bytes - 4, 4), "read back");
     if (static_cast<unsigned char>(check[0]) != 7) fail("cross-device copy: wrong data");
   }
@@ -1556,12 +1558,14 @@ Json fig5x(Ctx& c) {
     ck(rc, "clEnqueueMapBuffer");
     std::memset(hp, 7, bytes);
     ck(ba.api.clEnqueueWriteBuffer(ba.q(), src, CL_TRUE, 0, bytes, hp, 0, nullptr, nullptr), "write");
+    driver_time(c, 1);
     for (int r = 0; r <= reps; ++r) {
       const std::uint64_t t0 = now_ns();
       ck(ba.api.clEnqueueReadBuffer(ba.q(), src, CL_TRUE, 0, bytes, hp, 0, nullptr, nullptr), "read");
       ck(bb.api.clEnqueueWriteBuffer(bb.q(), dst, CL_TRUE, 0, bytes, hp, 0, nullptr, nullptr), "write");
       if (r > 0) bt.push_back(gbps(bytes, us_since(t0)));
     }
+    fig["driver"]["bare"] = driver_time(c, reps + 1.0);  // per copy
     ba.api.clEnqueueUnmapMemObject(ba.q(), pin, hp, 0, nullptr, nullptr);
     ba.finish();
   }
@@ -1624,10 +1628,12 @@ Json fig6(Ctx& c) {
     };
     run(true);
     const uvcl::EngineStats s0 = e.stats();
+    driver_time(c, 1);
     for (int r = 0; r < reps; ++r) {
       uw.push_back(run(true));
       un.push_back(run(false));
     }
+    fig["driver"]["uvcl"] = driver_time(c, 2.0 * reps * iters);  // per iteration
     // What the engine asked of the driver beyond the launches themselves:
     // bare makes no events and flushes only at its finish.
     const uvcl::EngineStats s1 = e.stats();
@@ -1670,10 +1676,12 @@ Json fig6(Ctx& c) {
       return us;
     };
     run(true);
+    driver_time(c, 1);
     for (int r = 0; r < reps; ++r) {
       bw.push_back(run(true));
       bn.push_back(run(false));
     }
+    fig["driver"]["bare"] = driver_time(c, 2.0 * reps * iters);  // per iteration
   }
   Json& w = add_row(fig, "6.with_frees", "per iteration, releasing the temporary each time", "us", false);
   w["uvcl"] = median(uw);
@@ -1781,12 +1789,12 @@ Json fig7(Ctx& c) {
     const std::string dir = temp_dir("cache");
     std::string src;
     {
-      auto eng = make_engine(c, 8, dir);
+      auto eng = make_engine(c, 0, dir);
       for (int i = 0; i < cold_n; ++i) ccold.push_back(uvcl_compile(*eng, c.local, src = unique_source()));
     }
     cache_present = files_in(dir) > 0;
     for (int i = 0; i < warm_n; ++i) {  // a fresh engine each time: a restarted process
-      auto eng = make_engine(c, 8, dir);
+      auto eng = make_engine(c, 0, dir);
       cwarm.push_back(uvcl_compile(*eng, c.local, src));
     }
     std::error_code ec;
@@ -2274,13 +2282,13 @@ StallSet stall_set(Ctx& c, uvcl::CompileMode mode, const std::string& cache_dir 
   auto with_mode = [mode](uvcl::Config& cfg) { cfg.compile = mode; };
   const std::string src = unique_source();
   {
-    auto eng = make_engine(c, 8, cache_dir, std::nullopt, std::nullopt, with_mode);
+    auto eng = make_engine(c, 0, cache_dir, std::nullopt, std::nullopt, with_mode);
     s.cold = stall_phase(*eng, c.local, src);
     s.warm = stall_phase(*eng, c.local, src);
     s.cold_next = stall_phase(*eng, c.local, unique_source());
   }
   {
-    auto eng = make_engine(c, 8, cache_dir, std::nullopt, std::nullopt, [mode](uvcl::Config& cfg) {
+    auto eng = make_engine(c, 0, cache_dir, std::nullopt, std::nullopt, [mode](uvcl::Config& cfg) {
       cfg.compile = mode;
       cfg.program_memo = 0;
     });
@@ -2305,16 +2313,16 @@ Json fig10(Ctx& c) {
     const std::string dir = temp_dir("stall");
     const std::string src = unique_source();
     {
-      auto eng = make_engine(c, 8, dir);
+      auto eng = make_engine(c, 0, dir);
       cc.cold = stall_phase(*eng, c.local, src);
     }
     cached = files_in(dir) > 0;
     {
-      auto eng = make_engine(c, 8, dir);
+      auto eng = make_engine(c, 0, dir);
       cc.warm = stall_phase(*eng, c.local, src);
     }
     {
-      auto eng = make_engine(c, 8, dir, std::nullopt, std::nullopt, [](uvcl::Config& cfg) { cfg.program_memo = 0; });
+      auto eng = make_engine(c, 0, dir, std::nullopt, std::nullopt, [](uvcl::Config& cfg) { cfg.program_memo = 0; });
       cc.rebuild = stall_phase(*eng, c.local, src);
     }
     std::error_code ec;
