@@ -4,6 +4,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <limits>
+#include <string>
+#include <string_view>
+#include <utility>
 
 #include "files.hpp"
 #include "json/json_util.hpp"
@@ -70,6 +73,32 @@ constexpr AutoKey kAutoKeys[] = {
 };
 
 
+// The keys whose value is one of a few names.
+template <class E>
+using Names = std::pair<std::string_view, E>;
+constexpr Names<CommandEvents> kCommandEventsNames[] = {
+    {"auto", CommandEvents::Auto}, {"all", CommandEvents::All}, {"awaited", CommandEvents::Awaited}};
+constexpr Names<CompletionMode> kCompletionNames[] = {
+    {"auto", CompletionMode::Auto}, {"callback", CompletionMode::Callback}, {"poll", CompletionMode::Poll}};
+constexpr Names<CompileMode> kCompileNames[] = {{"process", CompileMode::Process}, {"inline", CompileMode::Inline}};
+
+// Reads one of `names` into `out`; anything else is an error listing them
+// ("expected \"auto\", \"all\" or \"awaited\", got ...").
+template <class E, std::size_t N>
+Result<void> get_named(Reader& r, od::value& f, const Path& p, const Names<E> (&names)[N], E& out) {
+  std::string what;
+  for (std::size_t i = 0; i < N; ++i)
+    what += (i == 0 ? "" : i + 1 == N ? " or " : ", ") + ("\"" + std::string(names[i].first) + "\"");
+  std::string_view s;
+  UVCL_TRY(r.get_string(f, p, s, what));
+  for (const auto& [name, value] : names)
+    if (s == name) {
+      out = value;
+      return {};
+    }
+  return r.expected(p, what, f);
+}
+
 Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) {
   od::object obj;
   UVCL_TRY(r.get_object(v, at, obj));
@@ -97,32 +126,9 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
       cfg.*k.field = static_cast<unsigned>(n);
       return {};
     }
-    if (key == "command_events") {
-      std::string_view s;
-      UVCL_TRY(r.get_string(f, p, s, "\"auto\", \"all\" or \"awaited\""));
-      if (s == "auto") cfg.command_events = CommandEvents::Auto;
-      else if (s == "all") cfg.command_events = CommandEvents::All;
-      else if (s == "awaited") cfg.command_events = CommandEvents::Awaited;
-      else return r.expected(p, "\"auto\", \"all\" or \"awaited\"", f);
-      return {};
-    }
-    if (key == "completion") {
-      std::string_view s;
-      UVCL_TRY(r.get_string(f, p, s, "\"auto\", \"callback\" or \"poll\""));
-      if (s == "auto") cfg.completion = CompletionMode::Auto;
-      else if (s == "callback") cfg.completion = CompletionMode::Callback;
-      else if (s == "poll") cfg.completion = CompletionMode::Poll;
-      else return r.expected(p, "\"auto\", \"callback\" or \"poll\"", f);
-      return {};
-    }
-    if (key == "compile") {
-      std::string_view s;
-      UVCL_TRY(r.get_string(f, p, s, "\"process\" or \"inline\""));
-      if (s == "process") cfg.compile = CompileMode::Process;
-      else if (s == "inline") cfg.compile = CompileMode::Inline;
-      else return r.expected(p, "\"process\" or \"inline\"", f);
-      return {};
-    }
+    if (key == "command_events") return get_named(r, f, p, kCommandEventsNames, cfg.command_events);
+    if (key == "completion") return get_named(r, f, p, kCompletionNames, cfg.completion);
+    if (key == "compile") return get_named(r, f, p, kCompileNames, cfg.compile);
     if (key == "library" || key == "compiler" || key == "build_options") {
       std::string_view s;
       UVCL_TRY(r.get_string(f, p, s));
