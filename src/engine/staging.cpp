@@ -5,31 +5,42 @@
 
 namespace uvcl {
 
+namespace {
+// The size class of a power-of-two capacity.
+std::size_t size_class(std::size_t capacity) { return static_cast<std::size_t>(std::bit_width(capacity)) - 1; }
+}  // namespace
+
 StagingPool::~StagingPool() {
-  for (auto& [cap, s] : free_)
-    if (!s.in_slab) destroy(s);
+  for (auto& blocks : free_)
+    for (Staging& s : blocks)
+      if (!s.in_slab) destroy(s);
   for (Staging& s : slabs_) destroy(s);
-  if (!free_.empty() || !slabs_.empty()) api_.clFinish(queue_);
+  if (free_blocks_ > 0 || !slabs_.empty()) api_.clFinish(queue_);
 }
 
 Result<Staging> StagingPool::acquire(std::size_t bytes) {
   std::size_t want = bytes < kMinBlock ? kMinBlock : std::bit_ceil(bytes);
   if (want < bytes) want = bytes;  // bit_ceil overflow guard
-  if (auto it = free_.lower_bound(want); it != free_.end() && it->first <= want * 2) {
-    Staging s = it->second;
-    cached_ -= it->first;
-    free_.erase(it);
-    ++live_;
-    live_bytes_ += s.capacity;
-    return s;
-  }
+  // A free block of the size asked for, or else one of twice that size.
+  if (std::has_single_bit(want))
+    for (std::size_t k = size_class(want); k < free_.size() && k <= size_class(want) + 1; ++k) {
+      if (free_[k].empty()) continue;
+      Staging s = free_[k].back();
+      free_[k].pop_back();
+      --free_blocks_;
+      cached_ -= s.capacity;
+      ++live_;
+      live_bytes_ += s.capacity;
+      return s;
+    }
   if (want <= kSlabBlockMax) {
     auto slab = map_new(kSlabBytes);
     if (!slab) return std::move(slab).error();
     slabs_.push_back(slab.value());
     auto* base = static_cast<unsigned char*>(slab->ptr);
     for (std::size_t off = want; off + want <= kSlabBytes; off += want) {
-      free_.emplace(want, Staging{slab->mem, base + off, want, true});
+      free_[size_class(want)].push_back(Staging{slab->mem, base + off, want, true});
+      ++free_blocks_;
       cached_ += want;
     }
     ++live_;
@@ -68,8 +79,13 @@ void StagingPool::give_back(Staging s) {
     destroy(s);
     return;
   }
+  if (!std::has_single_bit(s.capacity)) {  // not from a size class (a request past 2^63 bytes): not kept
+    destroy(s);
+    return;
+  }
   cached_ += s.capacity;
-  free_.emplace(s.capacity, s);
+  free_[size_class(s.capacity)].push_back(s);
+  ++free_blocks_;
 }
 
 void StagingPool::destroy(Staging& s) {

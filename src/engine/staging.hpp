@@ -7,7 +7,7 @@
 #pragma once
 
 #include <cstddef>
-#include <map>
+#include <array>
 #include <vector>
 
 #include "cl/api.hpp"
@@ -54,7 +54,11 @@ class StagingPool {
   const cl::Api& api_;
   cl_context context_;
   cl_command_queue queue_;
-  std::multimap<std::size_t, Staging> free_;
+  // Free blocks by size class: free_[k] holds blocks of 2^k bytes. Vectors
+  // keep their storage, so taking and giving back a block allocates nothing
+  // (a tree node per give_back did, once per awaited read).
+  std::array<std::vector<Staging>, 64> free_;
+  std::size_t free_blocks_ = 0;
   std::vector<Staging> slabs_;  // whole slabs, released with the pool
   std::size_t cached_ = 0;
   std::size_t live_ = 0;

@@ -134,4 +134,32 @@ TEST(Allocations, ACApiLaunchWithACallbackAllocatesNothingInSteadyState) {
   uvcl_engine_destroy(e);
 }
 
+// An awaited read, issued and completed: its callback's std::function (the
+// caller's, wrapped with the staging block it reads into) is the one
+// allocation left; the pinned staging block comes from a pool whose free
+// lists keep their storage (a tree node per block given back cost one more).
+TEST(Allocations, AnAwaitedReadAllocatesOnlyItsCallback) {
+  auto made = Engine::create(test_config());
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = *made.value();
+  auto b = e.allocate(0, 4096);
+  ASSERT_TRUE(b.ok());
+  int got = 0;
+  auto reads = [&](int n) {
+    for (int i = 0; i < n; ++i)
+      EXPECT_TRUE(e.read(*b, 0, 4096, [&got](Result<std::span<const std::byte>> r) { got += r.ok() ? 1 : 0; }).ok());
+    EXPECT_TRUE(e.run_until([&] { return got == n; }).ok());
+    got = 0;
+  };
+  reads(500);  // warm: staging blocks, records, lists
+  constexpr int kReads = 2000;
+  g_allocations = 0;
+  g_counting = true;
+  reads(kReads);
+  g_counting = false;
+  const double per_read = static_cast<double>(g_allocations.load()) / kReads;
+  std::printf("%.3f heap allocations per awaited read\n", per_read);
+  EXPECT_LT(per_read, 1.5);
+}
+
 }  // namespace uvcl::testing::alloc
