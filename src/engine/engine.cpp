@@ -389,11 +389,12 @@ void Engine::Impl::ask_callback(const DeviceCtx& d, cl_event ev) {
 }
 
 void Engine::Impl::schedule_polls(bool busy) {
-  if (!busy || handles->spinning()) {  // nothing to wait for, or looked for every iteration
+  if (!busy) {  // nothing to wait for
     poll_asked = false;
     poll_interval_ns = 0;
     return;
   }
+  if (handles->spinning()) return;  // looked for every iteration; a wait asked meanwhile polls once it ends
   if (poll_asked) {
     poll_asked = false;
     poll_interval_ns = std::uint64_t{kFirstPollUs} * 1000;
