@@ -2,8 +2,8 @@
 //
 // A config is a JSON object; every key is optional and defaults as below.
 // Parsing is strict: an unknown key, a wrong type or an out-of-range value is
-// an InvalidConfig error naming the key path ("opencl.queues: expected an
-// integer 1..64, got \"x\""); malformed JSON reports the byte offset.
+// an InvalidConfig error naming the key path ("opencl.window: expected an
+// integer 1..65536, got \"x\""); malformed JSON reports the byte offset.
 //
 //   {
 //     "opencl": {

@@ -2,7 +2,7 @@
 //
 // Contract: no exception crosses the uvcl API. Every fallible call returns a
 // Result<T>: either a value or an Error carrying a Status and a message that
-// says what went wrong and where ("opencl.queues: expected an integer 1..64,
+// says what went wrong and where ("opencl.window: expected an integer 1..65536,
 // got \"x\"", "clBuildProgram: CL_BUILD_PROGRAM_FAILURE ..."). Context is
 // prepended as errors travel up (Error::context).
 #pragma once

@@ -3,7 +3,7 @@
 // with files::read_regular (files.hpp).
 //
 // Every error a Reader makes reads "<origin>: <path>: <what>", e.g.
-// `cfg.json: opencl.queues: expected an integer 1..64, got "x"`, or for broken
+// `cfg.json: opencl.window: expected an integer 1..65536, got "x"`, or for broken
 // JSON "<origin>: malformed JSON at byte N (line L, column C): <simdjson's
 // message>". No exceptions: simdjson is used through error codes only.
 #pragma once
