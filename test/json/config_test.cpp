@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <simdjson.h>
 
@@ -392,32 +394,37 @@ TEST(LoadConfig, DefaultsWithoutPathOrEnvironment) {
   }
 }
 
-TEST(Config, CommandEventsNamesItsValues) {
-  for (auto [text, want] : {std::pair{"auto", uvcl::CommandEvents::Auto}, std::pair{"all", uvcl::CommandEvents::All},
-                            std::pair{"awaited", uvcl::CommandEvents::Awaited}}) {
-    auto r = uvcl::parse_config(std::string(R"({"opencl": {"command_events": ")") + text + "\"}}");
+// A key whose value is one of a few names: each name reads as its value,
+// anything else is an error listing them.
+template <class E>
+void expect_named_values(const std::string& key, std::initializer_list<std::pair<const char*, E>> names,
+                         E Config::*field, const std::string& listed) {
+  for (auto [text, want] : names) {
+    auto r = uvcl::parse_config(R"({"opencl": {")" + key + R"(": ")" + text + "\"}}");
     ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->command_events, want) << text;
+    EXPECT_EQ((*r).*field, want) << key << " " << text;
   }
-  EXPECT_EQ(config_error(R"({"opencl": {"command_events": "some"}})"),
-            R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got "some")");
-  EXPECT_EQ(config_error(R"({"opencl": {"command_events": 1}})"),
-            R"(cfg.json: opencl.command_events: expected "auto", "all" or "awaited", got 1)");
+  EXPECT_EQ(config_error(R"({"opencl": {")" + key + R"(": "some"}})"),
+            "cfg.json: opencl." + key + ": expected " + listed + R"(, got "some")");
+  EXPECT_EQ(config_error(R"({"opencl": {")" + key + R"(": 1}})"),
+            "cfg.json: opencl." + key + ": expected " + listed + ", got 1");
+}
+
+TEST(Config, CommandEventsNamesItsValues) {
+  expect_named_values<uvcl::CommandEvents>("command_events",
+                                           {{"auto", uvcl::CommandEvents::Auto},
+                                            {"all", uvcl::CommandEvents::All},
+                                            {"awaited", uvcl::CommandEvents::Awaited}},
+                                           &Config::command_events, R"("auto", "all" or "awaited")");
 }
 
 TEST(Config, CompletionNamesItsValues) {
   EXPECT_EQ(Config{}.completion, uvcl::CompletionMode::Auto);
-  for (auto [text, want] : {std::pair{"auto", uvcl::CompletionMode::Auto},
-                            std::pair{"callback", uvcl::CompletionMode::Callback},
-                            std::pair{"poll", uvcl::CompletionMode::Poll}}) {
-    auto r = uvcl::parse_config(std::string(R"({"opencl": {"completion": ")") + text + "\"}}");
-    ASSERT_TRUE(r.ok()) << r.error().message;
-    EXPECT_EQ(r->completion, want) << text;
-  }
-  EXPECT_EQ(config_error(R"({"opencl": {"completion": "wait"}})"),
-            R"(cfg.json: opencl.completion: expected "auto", "callback" or "poll", got "wait")");
-  EXPECT_EQ(config_error(R"({"opencl": {"completion": true}})"),
-            R"(cfg.json: opencl.completion: expected "auto", "callback" or "poll", got true)");
+  expect_named_values<uvcl::CompletionMode>("completion",
+                                            {{"auto", uvcl::CompletionMode::Auto},
+                                             {"callback", uvcl::CompletionMode::Callback},
+                                             {"poll", uvcl::CompletionMode::Poll}},
+                                            &Config::completion, R"("auto", "callback" or "poll")");
 }
 
 TEST(Config, CompilerKeysAreReadWithTheirDefaults) {
