@@ -2467,6 +2467,14 @@ int run(int argc, char** argv) {
     }
     return argv[++i];
   };
+  // An --engine-* option naming a value of the config key `key`, read by the
+  // config parser itself (its error says what the key takes).
+  auto engine_option = [](const char* key, const std::string& v) -> std::optional<uvcl::Config> {
+    auto cfg = uvcl::parse_config(std::string(R"({"opencl": {")") + key + R"(": ")" + v + "\"}}",
+                                  std::string("--engine option ") + key);
+    if (!cfg) std::cerr << "uvcl_bench: " << cfg.error().message << "\n";
+    return cfg ? std::optional<uvcl::Config>(std::move(cfg).value()) : std::nullopt;
+  };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json") c.opt.json_path = value(i);
@@ -2486,14 +2494,9 @@ int run(int argc, char** argv) {
     else if (a == "--job") c.opt.jobs.push_back(value(i));
     else if (a == "--cl-library") c.opt.cl_library = value(i);
     else if (a == "--engine-completion") {
-      const std::string v = value(i);
-      if (v == "auto") c.opt.engine_completion = uvcl::CompletionMode::Auto;
-      else if (v == "callback") c.opt.engine_completion = uvcl::CompletionMode::Callback;
-      else if (v == "poll") c.opt.engine_completion = uvcl::CompletionMode::Poll;
-      else {
-        std::cerr << "uvcl_bench: --engine-completion: expected auto, callback or poll, got " << v << "\n";
-        return 2;
-      }
+      auto cfg = engine_option("completion", value(i));
+      if (!cfg) return 2;
+      c.opt.engine_completion = cfg->completion;
     }
     else if (a == "--job-passes") c.opt.job_passes = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-queues") c.opt.engine_queues = static_cast<unsigned>(std::stoul(value(i)));
@@ -2501,22 +2504,13 @@ int run(int argc, char** argv) {
     else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-window") c.opt.engine_window = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-compile") {
-      const std::string v = value(i);
-      if (v == "process") c.opt.engine_compile = uvcl::CompileMode::Process;
-      else if (v == "inline") c.opt.engine_compile = uvcl::CompileMode::Inline;
-      else {
-        std::cerr << "uvcl_bench: --engine-compile: expected process or inline, got " << v << "\n";
-        return 2;
-      }
+      auto cfg = engine_option("compile", value(i));
+      if (!cfg) return 2;
+      c.opt.engine_compile = cfg->compile;
     } else if (a == "--engine-events") {
-      const std::string v = value(i);
-      if (v == "auto") c.opt.engine_events = uvcl::CommandEvents::Auto;
-      else if (v == "all") c.opt.engine_events = uvcl::CommandEvents::All;
-      else if (v == "awaited") c.opt.engine_events = uvcl::CommandEvents::Awaited;
-      else {
-        std::cerr << "uvcl_bench: --engine-events: expected auto, all or awaited, got " << v << "\n";
-        return 2;
-      }
+      auto cfg = engine_option("command_events", value(i));
+      if (!cfg) return 2;
+      c.opt.engine_events = cfg->command_events;
     }
     else if (a == "-h" || a == "--help") {
       usage();

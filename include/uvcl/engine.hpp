@@ -166,6 +166,9 @@ struct EngineStats {
   // running when a spin ends; on each queue's last command in finish().
   // None on a device whose completion is polled for (Config::completion).
   std::uint64_t callbacks = 0;
+  // Where completion is polled for instead: the polls the loop's fine timer
+  // was set for (from kFirstPollUs into a wait, each a little later).
+  std::uint64_t polls = 0;
   // Cross-device copies larger than their ring of pinned chunks read the
   // source in place; a command that writes the source while chunks are
   // unread first has the rest copied aside on the source device: how often.

@@ -408,6 +408,7 @@ void Engine::Impl::schedule_polls(bool busy) {
     }
   }
   handles->poll_in(poll_interval_ns);
+  ++counters.polls;
 }
 
 void Engine::Impl::report(const Error& e) { report(0, e); }

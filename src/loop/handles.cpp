@@ -87,13 +87,18 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->idle_));
   uv_check_start(&h->check_, [](uv_check_t* c) { static_cast<Handles*>(c->data)->hooks_->on_check(); });
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->check_));
-  uv_poll_start(&h->soon_, UV_READABLE, [](uv_poll_t* p, int, int) {
+  rc = uv_poll_start(&h->soon_, UV_READABLE, [](uv_poll_t* p, int, int) {
     auto* self = static_cast<Handles*>(p->data);
     std::uint64_t expirations = 0;
     if (::read(self->soon_fd_, &expirations, sizeof expirations) != sizeof expirations) return;  // not due (re-armed)
     self->soon_pending_ = false;
     self->hooks_->on_poll();
   });
+  if (rc != 0) {
+    Error e = uv_error("uv_poll_start(timerfd)", rc);
+    h->close();
+    return e;
+  }
   uv_unref(reinterpret_cast<uv_handle_t*>(&h->soon_));
   WakeRegistry& r = registry();
   std::lock_guard lock(r.mutex);

@@ -14,6 +14,7 @@ struct AwaitedRun {
   bool read_correct = false;
   bool finished = false;
   std::uint64_t callbacks = 0;  // EngineStats::callbacks at the end
+  std::uint64_t polls = 0;      // EngineStats::polls at the end
 };
 
 // A read behind a ~100 ms kernel (so the loop sleeps while it runs), then
@@ -53,6 +54,7 @@ AwaitedRun read_behind_a_slow_kernel(CompletionMode mode, std::optional<unsigned
   EXPECT_TRUE(e.launch(slow).ok());
   out.finished = e.finish().ok();
   out.callbacks = e.stats().callbacks;
+  out.polls = e.stats().polls;
   EXPECT_TRUE(e.release(*in).ok());
   EXPECT_TRUE(e.release(*res).ok());
   return out;
@@ -65,6 +67,9 @@ TEST(CompletionMode, PollRegistersNoDriverCallbackAndStillCompletes) {
     EXPECT_TRUE(r.read_correct) << "spin_us " << *spin;
     EXPECT_TRUE(r.finished) << "spin_us " << *spin;
     EXPECT_EQ(r.callbacks, 0u) << "spin_us " << *spin << ": a driver callback was registered";
+    // 200 ms of waiting: the fine timer's polls, then the 1 ms poll.
+    EXPECT_GT(r.polls, 0u) << "spin_us " << *spin << ": the loop never set its fine timer";
+    EXPECT_LT(r.polls, 200u) << "spin_us " << *spin << ": the polls do not back off";
   }
 }
 
@@ -75,7 +80,39 @@ TEST(CompletionMode, CallbackAndAutoOnPoclAskTheDriver) {
     EXPECT_TRUE(r.read_correct);
     EXPECT_TRUE(r.finished);
     EXPECT_GT(r.callbacks, 0u) << (mode == CompletionMode::Auto ? "auto" : "callback");
+    EXPECT_EQ(r.polls, 0u);
   }
+}
+
+// finish() while the loop spins for an earlier read: its wait must still be
+// polled for once the spin ends (it was dropped, leaving only the 1 ms poll).
+TEST(CompletionMode, AFinishAskedWhileSpinningIsPolledForAfterTheSpin) {
+  Watchdog wd("finish() during a spin with completion \"poll\"", 60);
+  Config c = test_config();
+  c.completion = CompletionMode::Poll;
+  c.spin_us = 5000;
+  auto made = Engine::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = **made;
+  auto p = e.compile_sync(0, util::kKernels);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto spin = e.kernel(*p, "spin");
+  ASSERT_TRUE(spin.ok());
+  const std::vector<std::uint32_t> seed = {3};
+  auto in = e.allocate(0, 4), res = e.allocate(0, 4), quick = e.allocate(0, 4);
+  ASSERT_TRUE(in.ok() && res.ok() && quick.ok());
+  ASSERT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
+  ASSERT_TRUE(e.write(*quick, 0, bytes_of(seed)).ok());
+  ASSERT_TRUE(e.finish().ok());
+  const std::uint32_t iters = util::spin_iters_for(e, *spin, 100);
+  ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(*res), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
+  bool read = false;
+  ASSERT_TRUE(e.read(*quick, 0, 4, [&](Result<std::span<const std::byte>> r) { read = r.ok(); }).ok());  // starts a spin
+  const std::uint64_t polls0 = e.stats().polls;
+  ASSERT_TRUE(e.finish().ok());  // asks for the slow kernel's completion while spinning
+  EXPECT_TRUE(read);
+  EXPECT_GT(e.stats().polls - polls0, 0u) << "the wait finish() asked for during the spin was never polled for";
+  EXPECT_EQ(e.stats().callbacks, 0u);
 }
 
 }  // namespace
