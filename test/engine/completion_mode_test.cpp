@@ -17,46 +17,66 @@ struct AwaitedRun {
   std::uint64_t polls = 0;      // EngineStats::polls at the end
 };
 
-// A read behind a ~100 ms kernel (so the loop sleeps while it runs), then
-// more launches and finish(): the read's callback and finish must both
-// come without anyone else waking the loop.
+// An engine with a ~100 ms launch ready: it writes res[0] =
+// lcg_steps(seed, iters) (so the loop sleeps while it runs).
+struct SlowKernel {
+  std::unique_ptr<Engine> engine;
+  Buffer in, res;
+  std::uint32_t iters = 0;
+  Launch launch;
+};
+std::optional<SlowKernel> slow_kernel_engine(const Config& c, std::uint32_t seed) {
+  SlowKernel k;
+  auto made = Engine::create(c);
+  EXPECT_TRUE(made.ok()) << made.error().to_string();
+  if (!made.ok()) return std::nullopt;
+  k.engine = std::move(made.value());
+  Engine& e = *k.engine;
+  auto p = e.compile_sync(0, util::kKernels);
+  EXPECT_TRUE(p.ok()) << p.error().to_string();
+  if (!p.ok()) return std::nullopt;
+  auto spin = e.kernel(*p, "spin");
+  EXPECT_TRUE(spin.ok());
+  auto in = e.allocate(0, 4), res = e.allocate(0, 4);
+  EXPECT_TRUE(in.ok() && res.ok());
+  if (!spin.ok() || !in.ok() || !res.ok()) return std::nullopt;
+  k.in = *in;
+  k.res = *res;
+  const std::vector<std::uint32_t> seeds = {seed};
+  EXPECT_TRUE(e.write(k.in, 0, bytes_of(seeds)).ok());
+  k.iters = util::spin_iters_for(e, *spin, 100);
+  k.launch = util::make_launch(*spin, {util::buf(k.in), util::buf(k.res), util::u32(k.iters), util::u32(1)}, {1}, {1});
+  return k;
+}
+
+// A read behind the slow launch, then another launch and finish(): the
+// read's callback and finish must both come without anyone else waking the
+// loop.
 AwaitedRun read_behind_a_slow_kernel(CompletionMode mode, std::optional<unsigned> spin_us) {
   AwaitedRun out;
   Config c = test_config();
   c.completion = mode;
   c.spin_us = spin_us;
-  auto made = Engine::create(c);
-  EXPECT_TRUE(made.ok()) << made.error().to_string();
-  if (!made.ok()) return out;
-  Engine& e = **made;
-  auto p = e.compile_sync(0, util::kKernels);
-  EXPECT_TRUE(p.ok()) << p.error().to_string();
-  if (!p.ok()) return out;
-  auto spin = e.kernel(*p, "spin");
-  EXPECT_TRUE(spin.ok());
-  if (!spin.ok()) return out;
-  const std::vector<std::uint32_t> seed = {7};
-  auto in = e.allocate(0, 4), res = e.allocate(0, 4);
-  EXPECT_TRUE(in.ok() && res.ok());
-  if (!in.ok() || !res.ok()) return out;
-  EXPECT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
-  const std::uint32_t iters = util::spin_iters_for(e, *spin, 100);
-  const Launch slow = util::make_launch(*spin, {util::buf(*in), util::buf(*res), util::u32(iters), util::u32(1)}, {1}, {1});
+  constexpr std::uint32_t kSeed = 7;
+  auto k = slow_kernel_engine(c, kSeed);
+  if (!k) return out;
+  Engine& e = *k->engine;
+  const Launch slow = k->launch;
   EXPECT_TRUE(e.launch(slow).ok());
-  EXPECT_TRUE(e.read(*res, 0, 4, [&](Result<std::span<const std::byte>> r) {
+  EXPECT_TRUE(e.read(k->res, 0, 4, [&](Result<std::span<const std::byte>> r) {
     EXPECT_TRUE(r.ok()) << r.error().to_string();
     if (!r.ok()) return;
     std::uint32_t v = 0;
     std::memcpy(&v, r->data(), 4);
-    out.read_correct = v == util::lcg_steps(seed[0], iters);
+    out.read_correct = v == util::lcg_steps(kSeed, k->iters);
   }).ok());
   uv_run(e.loop(), UV_RUN_DEFAULT);  // returns once nothing is in flight
   EXPECT_TRUE(e.launch(slow).ok());
   out.finished = e.finish().ok();
   out.callbacks = e.stats().callbacks;
   out.polls = e.stats().polls;
-  EXPECT_TRUE(e.release(*in).ok());
-  EXPECT_TRUE(e.release(*res).ok());
+  EXPECT_TRUE(e.release(k->in).ok());
+  EXPECT_TRUE(e.release(k->res).ok());
   return out;
 }
 
@@ -91,21 +111,14 @@ TEST(CompletionMode, AFinishAskedWhileSpinningIsPolledForAfterTheSpin) {
   Config c = test_config();
   c.completion = CompletionMode::Poll;
   c.spin_us = 5000;
-  auto made = Engine::create(c);
-  ASSERT_TRUE(made.ok()) << made.error().to_string();
-  Engine& e = **made;
-  auto p = e.compile_sync(0, util::kKernels);
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto spin = e.kernel(*p, "spin");
-  ASSERT_TRUE(spin.ok());
-  const std::vector<std::uint32_t> seed = {3};
-  auto in = e.allocate(0, 4), res = e.allocate(0, 4), quick = e.allocate(0, 4);
-  ASSERT_TRUE(in.ok() && res.ok() && quick.ok());
-  ASSERT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
-  ASSERT_TRUE(e.write(*quick, 0, bytes_of(seed)).ok());
+  auto k = slow_kernel_engine(c, 3);
+  ASSERT_TRUE(k.has_value());
+  Engine& e = *k->engine;
+  auto quick = e.allocate(0, 4);
+  ASSERT_TRUE(quick.ok());
+  ASSERT_TRUE(e.write(*quick, 0, bytes_of(std::vector<std::uint32_t>{3})).ok());
   ASSERT_TRUE(e.finish().ok());
-  const std::uint32_t iters = util::spin_iters_for(e, *spin, 100);
-  ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(*res), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
+  ASSERT_TRUE(e.launch(k->launch).ok());
   bool read = false;
   ASSERT_TRUE(e.read(*quick, 0, 4, [&](Result<std::span<const std::byte>> r) { read = r.ok(); }).ok());  // starts a spin
   const std::uint64_t polls0 = e.stats().polls;
