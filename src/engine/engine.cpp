@@ -308,10 +308,12 @@ Result<void> Engine::close(std::function<void()> on_closed) {
 void Engine::Impl::on_prepare() {
   Entry entry(*this);
   in_loop_io_phase = true;
+  for (const auto& d : devices) d->read_burst_until_ns = 0;  // a new iteration: a read goes out at once
   submitter.submit_all();
   deliver_raised();
-  // After the callbacks deliver_raised ran: a read they issued is submitted
-  // already, and its driver callback must be asked for before the loop sleeps.
+  // What the callbacks deliver_raised ran issued goes out too, with the
+  // driver callbacks it needs, before the loop may sleep.
+  submitter.submit_all();
   for (const auto& d : devices) {
     submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
     submitter.ask_callbacks(*d);

@@ -118,6 +118,13 @@ void Submitter::submit_window(std::uint32_t device) {
     e.trace->host(TraceHost{"submit window (device " + std::to_string(device) + ")", t0, uv_hrtime(), submitted});
 }
 
+void Submitter::submit_read(std::uint32_t device) {
+  DeviceCtx& d = *e.devices[device];
+  if (uv_hrtime() >= d.read_burst_until_ns) submit_window(device);
+  // From the end of this call: the caller's time between reads decides.
+  d.read_burst_until_ns = uv_hrtime() + kReadBurstNs;
+}
+
 void Submitter::flush_dirty_queues(DeviceCtx& d) {
   for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
     Queue& q = d.queues[qi];

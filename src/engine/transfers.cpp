@@ -120,6 +120,24 @@ Result<void> Engine::fill(Buffer dst, std::span<const std::byte> pattern, std::s
   return {};
 }
 
+// A read of `bytes` at `offset` of buffer `src` into `dst`, built in place
+// in its device's window and submitted as a read is (Submitter::submit_read).
+static void enqueue_read(Engine::Impl& e, BufferRec& r, Buffer src, std::size_t offset, std::size_t bytes, void* dst,
+                         FinalHook on_final) {
+  Command& c = e.submitter.stage(r.device);
+  c.op = Op::Read;
+  c.accesses.push_back(Access{src.id, true, false, &r});
+  c.offset = offset;
+  c.bytes = bytes;
+  c.host_dst = dst;
+  c.wants_callback = true;
+  c.on_final = std::move(on_final);
+  ++e.counters.reads;
+  e.counters.bytes_from_device += bytes;
+  e.submitter.commit(r.device);
+  e.submitter.submit_read(r.device);
+}
+
 Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, ReadCallback on_data) {
   Impl& e = *impl_;
   if (!on_data) return Error{Status::InvalidArgument, "read: a callback is required"};
@@ -132,23 +150,13 @@ Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, Rea
     return Error{Status::DeviceLost, "read: device " + std::to_string(r.device) + " is lost"};
   auto staging = d.staging->acquire(bytes);
   if (!staging) return std::move(staging).error().context("read");
-  Command c;
-  c.op = Op::Read;
-  c.accesses.push_back(Access{src.id, true, false});
-  c.offset = offset;
-  c.bytes = bytes;
-  c.host_dst = staging->ptr;
-  c.wants_callback = true;
-  c.on_final = [&e, dev = r.device, s = staging.value(), bytes, cb = std::move(on_data)](
+  enqueue_read(e, r, src, offset, bytes, staging->ptr,
+               [&e, dev = r.device, s = staging.value(), bytes, cb = std::move(on_data)](
                    CommandId, const std::optional<Error>& err) {
-    if (err) cb(*err);
-    else cb(std::span<const std::byte>(static_cast<const std::byte*>(s.ptr), bytes));
-    e.devices[dev]->staging->give_back(s);
-  };
-  ++e.counters.reads;
-  e.counters.bytes_from_device += bytes;
-  e.submitter.enqueue(r.device, std::move(c));
-  e.submitter.submit_window(r.device);  // a sync point
+                 if (err) cb(*err);
+                 else cb(std::span<const std::byte>(static_cast<const std::byte*>(s.ptr), bytes));
+                 e.devices[dev]->staging->give_back(s);
+               });
   return {};
 }
 
@@ -156,24 +164,13 @@ Result<void> Engine::read_into(Buffer src, std::size_t offset, std::span<std::by
   Impl& e = *impl_;
   auto rec = e.memory.live_buffer(src, "read_into");
   if (!rec) return std::move(rec).error();
-  const BufferRec& r = *rec.value();
+  BufferRec& r = *rec.value();
   UVCL_TRY(check_range("read_into", src, r, offset, dst.size()));
   if (e.devices[r.device]->state == sched::DeviceState::Lost)
     return Error{Status::DeviceLost, "read_into: device " + std::to_string(r.device) + " is lost"};
   auto held = e.memory.hold_host_range(dst.data(), dst.size(), "read_into", done_hook(std::move(on_done)));
   if (!held) return std::move(held).error();
-  Command c;
-  c.op = Op::Read;
-  c.accesses.push_back(Access{src.id, true, false});
-  c.offset = offset;
-  c.bytes = dst.size();
-  c.host_dst = dst.data();
-  c.wants_callback = true;
-  c.on_final = std::move(held).value();
-  ++e.counters.reads;
-  e.counters.bytes_from_device += dst.size();
-  e.submitter.enqueue(r.device, std::move(c));
-  e.submitter.submit_window(r.device);  // a sync point
+  enqueue_read(e, r, src, offset, dst.size(), dst.data(), std::move(held).value());
   return {};
 }
 

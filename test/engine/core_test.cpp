@@ -145,6 +145,82 @@ TEST_F(Core, AwaitedCommandsIssuedTogetherAskOneDriverCallbackPerQueue) {
   EXPECT_LE(eng().stats().callbacks - callbacks0, 8u) << "a driver callback per awaited command (8 queues)";
 }
 
+// Reads issued back to back are one burst: the first goes to the device at
+// once, the others wait in the window and go together before the loop next
+// waits — one submission and flush for the burst, not one per read (on
+// NVIDIA's driver a flush costs more than the read). Each still gets its
+// own data, in program order with the writes between them.
+TEST_F(Core, ReadsIssuedInABurstShareOneSubmission) {
+  const Buffer x = upload(std::vector<std::uint32_t>(16, 0));
+  ASSERT_TRUE(eng().finish().ok());
+  constexpr std::uint32_t kReads = 40;  // with the fills, within one window (100)
+  const std::uint64_t flushes0 = eng().stats().flushes;
+  std::vector<std::uint32_t> seen(kReads, 0xffffffffu);
+  int done = 0;
+  for (std::uint32_t i = 0; i < kReads; ++i) {
+    // Written before each read: the read sees exactly this value.
+    ASSERT_TRUE(eng().fill(x, std::as_bytes(std::span(&i, 1)), 0, 64).ok());
+    ASSERT_TRUE(eng().read(x, 0, 64, [&, i](Result<std::span<const std::byte>> d) {
+      ASSERT_TRUE(d.ok()) << d.error().to_string();
+      seen[i] = words(*d)[15];
+      ++done;
+    }).ok());
+  }
+  EXPECT_EQ(eng().stats().flushes - flushes0, 1u) << "only the burst's first read submits at once";
+  ASSERT_TRUE(eng().run_until([&] { return done == static_cast<int>(kReads); }).ok());
+  EXPECT_LE(eng().stats().flushes - flushes0, 3u) << "a submission per read";
+  for (std::uint32_t i = 0; i < kReads; ++i) EXPECT_EQ(seen[i], i) << "read " << i;
+}
+
+// A read is a sync point again once the burst is over: after a pause, or in
+// the next loop iteration, it is on the device at once.
+TEST_F(Core, AReadAfterAPauseOrALoopTurnGoesOutAtOnce) {
+  const Buffer x = upload(std::vector<std::uint32_t>(16, 5));
+  ASSERT_TRUE(eng().finish().ok());
+  int done = 0;
+  const auto read = [&] {
+    ASSERT_TRUE(eng().read(x, 0, 64, [&](Result<std::span<const std::byte>> d) { done += d.ok() ? 1 : 0; }).ok());
+  };
+  std::uint64_t submitted = eng().stats().submitted;
+  read();
+  EXPECT_EQ(eng().stats().submitted, submitted + 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  read();
+  EXPECT_EQ(eng().stats().submitted, submitted + 2) << "a read after a pause waited for a loop turn";
+  uv_run(eng().loop(), UV_RUN_NOWAIT);
+  submitted = eng().stats().submitted;
+  read();
+  EXPECT_EQ(eng().stats().submitted, submitted + 1) << "the burst outlived its loop iteration";
+  ASSERT_TRUE(eng().run_until([&] { return done == 3; }).ok());
+}
+
+// Work the prepare step's user code issues (here the schedule recorder) goes
+// to the device in that same step, before the loop may sleep — a burst of
+// reads and a launch alike — not at the next loop iteration.
+TEST_F(Core, WorkIssuedFromThePrepareStepsCallbacksIsSubmittedInThatStep) {
+  const Buffer x = upload(std::vector<std::uint32_t>(16, 4));
+  auto other = eng().allocate(0, 64);
+  ASSERT_TRUE(other.ok());
+  ASSERT_TRUE(eng().finish().ok());
+  bool issued = false;
+  int got = 0;
+  eng().set_schedule_recorder([&](const ScheduleEntry&) {
+    if (issued) return;
+    issued = true;
+    for (int i = 0; i < 3; ++i)
+      EXPECT_TRUE(eng().read(x, 0, 64, [&](Result<std::span<const std::byte>> d) { got += d.ok() ? 1 : 0; }).ok());
+    EXPECT_TRUE(eng().launch(make_launch(set_, {buf(*other), u32(3), u32(16)}, {16})).ok());
+  });
+  ASSERT_TRUE(eng().launch(make_launch(set_, {buf(*other), u32(2), u32(16)}, {16})).ok());
+  const std::uint64_t submitted = eng().stats().submitted;
+  // One loop turn: its prepare step submits the launch and runs the recorder.
+  uv_run(eng().loop(), UV_RUN_NOWAIT);
+  ASSERT_TRUE(issued);
+  EXPECT_EQ(eng().stats().submitted, submitted + 5) << "what the recorder issued waits for the next iteration";
+  eng().set_schedule_recorder({});
+  ASSERT_TRUE(eng().run_until([&] { return got == 3; }).ok());
+}
+
 // A read issued by user code the prepare step runs (here the schedule
 // recorder) still gets its driver callback before the loop sleeps: without
 // it the loop would only see the read at the next poll tick.
