@@ -250,6 +250,9 @@ std::optional<QueueIndex> Submitter::consumer_queue(const DeviceCtx& d, const Co
                        [&](const Access& a) { return a.write && a.buffer == buffer; });
   };
   if (batch_next_ == nullptr) return std::nullopt;  // not inside a window's submission
+  // Nothing written, no consumer (a read into host memory): a burst of reads
+  // would otherwise look ahead through each other.
+  if (std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; })) return std::nullopt;
   for (const Command* y = batch_next_; y != batch_end_ && y - batch_next_ < kLookahead; ++y) {
     if (std::none_of(y->accesses.begin(), y->accesses.end(), [&](const Access& a) { return a.read && writes(a.buffer); }))
       continue;
