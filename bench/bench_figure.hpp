@@ -34,6 +34,7 @@ struct Options {
   uvcl::CommandEvents engine_events = uvcl::CommandEvents::Auto;  // opencl.command_events of every engine
   uvcl::CompletionMode engine_completion = uvcl::CompletionMode::Auto;  // opencl.completion of every engine
   std::optional<unsigned> engine_loop_budget_us;                   // opencl.loop_budget_us of every engine
+  std::optional<unsigned> engine_read_burst_us;                    // opencl.read_burst_us of every engine
   std::optional<unsigned> engine_window;                           // opencl.window of every engine
   std::optional<uvcl::CompileMode> engine_compile;                 // opencl.compile of every engine
   std::string cl_library;         // the OpenCL library of both sides (empty: the default names)
@@ -80,6 +81,7 @@ inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 0, co
   cfg.command_events = c.opt.engine_events;
   cfg.completion = c.opt.engine_completion;
   if (c.opt.engine_loop_budget_us) cfg.loop_budget_us = *c.opt.engine_loop_budget_us;
+  if (c.opt.engine_read_burst_us) cfg.read_burst_us = *c.opt.engine_read_burst_us;
   if (c.opt.engine_window) cfg.window = *c.opt.engine_window;
   if (c.opt.engine_compile) cfg.compile = *c.opt.engine_compile;
   cfg.cache_dir = cache_dir;

@@ -5,7 +5,7 @@
 //              [--device N] [--device2 N] [--list-devices]
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
 //              [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]
-//              [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]
+//              [--engine-loop-budget-us N] [--engine-read-burst-us N] [--engine-window N] [--engine-compile process|inline]
 //              [--engine-completion auto|callback|poll]
 //              [--cl-library PATH]   (e.g. libuvcl_cl_timing.so: figures report time per driver call)
 //              [--job JOB.json]... [--job-passes N]
@@ -2447,7 +2447,7 @@ void usage() {
   std::cerr << "usage: uvcl_bench [--json OUT] [--quick] [--smoke] [--figure N[,N..]] [--device N] [--device2 N]\n"
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
                "                  [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
-               "                  [--engine-loop-budget-us N] [--engine-window N] [--engine-compile process|inline]\n"
+               "                  [--engine-loop-budget-us N] [--engine-read-burst-us N] [--engine-window N] [--engine-compile process|inline]\n"
                "                  [--engine-completion auto|callback|poll] [--job JOB.json]... [--job-passes N]\n"
                "                  [--cl-library PATH]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
@@ -2502,6 +2502,7 @@ int run(int argc, char** argv) {
     else if (a == "--engine-queues") c.opt.engine_queues = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-spin-us") c.opt.engine_spin_us = static_cast<unsigned>(std::stoul(value(i)));  // default "auto"
     else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-read-burst-us") c.opt.engine_read_burst_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-window") c.opt.engine_window = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-compile") {
       auto cfg = engine_option("compile", value(i));

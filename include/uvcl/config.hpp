@@ -17,6 +17,7 @@
 //       "profile": false,                 // profiling queues (device times in traces)
 //       "spin_us": "auto",                // spin for completions, 0..1000000 us or "auto" (below)
 //       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
+//       "read_burst_us": 10,              // reads this close make a burst, 0..1000000 us (0: none)
 //       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
 //       "completion": "auto",             // "auto" | "callback" | "poll" (below)
 //       "compile": "process",             // "process" | "inline" (below)
@@ -54,6 +55,7 @@ inline constexpr unsigned kMaxSpinUs = 1000000;
 // awaited command, CPU devices not at all.
 inline constexpr unsigned kAutoSpinUs = 100;
 inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
+inline constexpr unsigned kMaxReadBurstUs = 1000000;
 inline constexpr unsigned kMaxCompilers = 64;
 inline constexpr unsigned kMaxCompileTimeoutMs = 86400000;  // a day
 inline constexpr unsigned kMaxCompilerIdleMs = 86400000;
@@ -116,6 +118,13 @@ struct Config {
   // the callbacks they bring, before the engine yields to the loop's other
   // handles (timers, sockets) and goes on in the next iteration. 0: no bound.
   unsigned loop_budget_us = 200;
+  // A read is submitted at once (a sync point) unless it is issued within
+  // this many microseconds after the previous read returned, in the same
+  // loop iteration: such a burst of reads stays in the window and is
+  // submitted together when the window fills or before the loop next
+  // waits — one submission and flush per window, not per read. 0: every
+  // read is submitted at once.
+  unsigned read_burst_us = 10;
   CommandEvents command_events = CommandEvents::Auto;
   CompletionMode completion = CompletionMode::Auto;
   CompileMode compile = CompileMode::Process;

@@ -244,9 +244,9 @@ class Engine {
   // A sync point: waits for the buffer's last writer only. The span passed to
   // on_data points into pinned staging and is valid during the callback.
   // Submitted at once with the commands before it — except in a burst (a
-  // read issued within 10 us after the previous one returned, in the same
-  // loop iteration), whose reads go together when the window fills or
-  // before the loop next waits. The same for read_into.
+  // read issued within Config::read_burst_us after the previous one
+  // returned, in the same loop iteration), whose reads go together when the
+  // window fills or before the loop next waits. The same for read_into.
   Result<void> read(Buffer src, std::size_t offset, std::size_t bytes, ReadCallback on_data);
   // Reads dst.size() bytes into caller memory, which stays alive and
   // untouched until on_done; into HostMemory it runs at the pinned rate.

@@ -213,8 +213,8 @@ struct DeviceCtx {
   // on a timer instead of registering driver callbacks.
   bool poll_completion = false;
   // A read before this time (uv_hrtime) is in a burst with the previous one:
-  // issued within Submitter::kReadBurstNs after it returned, in the same
-  // loop iteration.
+  // issued within Config::read_burst_us after it returned, in the same loop
+  // iteration.
   // A burst's first read submits its window; the rest wait to go together,
   // one submission and flush per window instead of one per read — a flush
   // costs more than the read on some drivers (NVIDIA's). 0: no burst.

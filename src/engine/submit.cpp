@@ -120,9 +120,10 @@ void Submitter::submit_window(std::uint32_t device) {
 
 void Submitter::submit_read(std::uint32_t device) {
   DeviceCtx& d = *e.devices[device];
+  const std::uint64_t burst_ns = std::uint64_t{e.config.read_burst_us} * 1000;
+  if (burst_ns == 0) return submit_window(device);
   if (uv_hrtime() >= d.read_burst_until_ns) submit_window(device);
-  // From the end of this call: the caller's time between reads decides.
-  d.read_burst_until_ns = uv_hrtime() + kReadBurstNs;
+  d.read_burst_until_ns = uv_hrtime() + burst_ns;  // from the end of this call: the caller's time between reads decides
 }
 
 void Submitter::flush_dirty_queues(DeviceCtx& d) {

@@ -29,12 +29,10 @@ struct Submitter {
   CommandId submit_ahead(std::uint32_t device, Command c);
   void submit_window(std::uint32_t device);
   // A read is a sync point: its window is submitted at once — unless the
-  // read comes in a burst (DeviceCtx::read_burst_until_ns), when it stays
-  // in the window with the burst's other reads, submitted together when the
-  // window fills or before the loop next waits.
+  // read comes in a burst (Config::read_burst_us), when it stays in the
+  // window with the burst's other reads, submitted together when the window
+  // fills or before the loop next waits.
   void submit_read(std::uint32_t device);
-  // Reads this close after the previous read of a loop iteration make a burst.
-  static constexpr std::uint64_t kReadBurstNs = 10'000;
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);
   void fail_unsubmitted(const Command& c, Error error);

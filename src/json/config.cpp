@@ -57,6 +57,7 @@ constexpr UnsignedKey kUnsignedKeys[] = {
     {"window", &Config::window, 1, kMaxWindow},
     {"program_memo", &Config::program_memo, 0, kMaxProgramMemo},
     {"loop_budget_us", &Config::loop_budget_us, 0, kMaxLoopBudgetUs},
+    {"read_burst_us", &Config::read_burst_us, 0, kMaxReadBurstUs},
     {"compilers", &Config::compilers, 1, kMaxCompilers},
     {"compile_timeout_ms", &Config::compile_timeout_ms, 1, kMaxCompileTimeoutMs},
     {"compiler_idle_ms", &Config::compiler_idle_ms, 0, kMaxCompilerIdleMs},
@@ -150,7 +151,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo", "spin_us", "loop_budget_us", "command_events", "completion", "compile",
+                                "program_memo", "spin_us", "loop_budget_us", "read_burst_us", "command_events", "completion", "compile",
                                 "compiler", "compilers", "compile_timeout_ms", "compiler_idle_ms", "build_options"},
                   field);
 }

@@ -123,7 +123,7 @@ TEST(Config, QueueAndWindowRangeEdges) {
     long long lo, hi;
   };
   for (Edge e : {Edge{"queues", 1, 64}, Edge{"window", 1, 65536}, Edge{"program_memo", 0, 4096},
-                 Edge{"spin_us", 0, 1000000}, Edge{"loop_budget_us", 0, 1000000}}) {
+                 Edge{"spin_us", 0, 1000000}, Edge{"loop_budget_us", 0, 1000000}, Edge{"read_burst_us", 0, 1000000}}) {
     const std::string key = e.key;
     auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
     const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi) +
@@ -135,6 +135,7 @@ TEST(Config, QueueAndWindowRangeEdges) {
                            : key == "window"       ? r->window
                            : key == "program_memo" ? r->program_memo
                            : key == "spin_us"      ? r->spin_us.value_or(~0u)
+                           : key == "read_burst_us" ? r->read_burst_us
                                                    : r->loop_budget_us;
       EXPECT_EQ(got, static_cast<unsigned>(ok));
     }
@@ -223,7 +224,7 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
-            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, command_events, completion, compile, "
+            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, read_burst_us, command_events, completion, compile, "
             "compiler, compilers, compile_timeout_ms, compiler_idle_ms, build_options)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
