@@ -98,16 +98,18 @@ void Completion::collect_completions() {
   // under a budget (their commands never retired, their records never freed).
   std::size_t total = 0;
   for (const auto& dp : e.devices) total += dp->queues.size();
+  bool collected = true;  // since the budget was last checked: the clock is read only after work
   for (std::size_t idle = 0; idle < total; collect_next = (collect_next + 1) % total) {
     // Outcomes still waiting from an earlier iteration are delivered
     // first: collecting more would only queue them behind.
-    if (over_budget() || !deferred_outcomes.empty()) {
+    if (collected && (over_budget() || !deferred_outcomes.empty())) {
       backlog = true;
       return;
     }
     std::size_t qi = collect_next % total, dev = 0;
     while (qi >= e.devices[dev]->queues.size()) qi -= e.devices[dev++]->queues.size();
-    idle = collect_group(*e.devices[dev], static_cast<QueueIndex>(qi)) ? 0 : idle + 1;
+    collected = collect_group(*e.devices[dev], static_cast<QueueIndex>(qi));
+    idle = collected ? 0 : idle + 1;
   }
 }
 
@@ -117,8 +119,8 @@ bool Completion::collect_group(DeviceCtx& d, QueueIndex qi) {
   // One status read for the first command with an event: the commands
   // before it (event-less) completed with it.
   std::size_t k =
-      q.evented.empty()
-          ? q.in_flight.size()
+      q.evented.empty()                             ? q.in_flight.size()
+      : q.evented.front() == q.in_flight.front()    ? 0  // every command has an event (PoCL), or the first does
           : static_cast<std::size_t>(std::lower_bound(q.in_flight.begin(), q.in_flight.end(), q.evented.front()) -
                                      q.in_flight.begin());
   cl_int status = CL_QUEUED;
