@@ -47,7 +47,7 @@ bool Engine::Impl::is_complete(CommandId id) const {
   if (r->queue == sched::kNoQueue) return false;  // pending, or a user event: completed by us
   DeviceCtx& d = *devices[r->device];
   if (!d.status_at_submit) return false;
-  const CommandId by_id = Completion::completing_id(d, id, r->queue);
+  const CommandId by_id = r->event ? id : Completion::completing_id(d, id, r->queue);
   if (by_id == 0) return false;  // its fence comes with the next flush
   // Const in the scheduler's eyes; the flags below cache driver state.
   CommandRec& by = *const_cast<Engine::Impl*>(this)->commands.find(by_id);
