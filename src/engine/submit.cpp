@@ -113,7 +113,6 @@ void Submitter::submit_window(std::uint32_t device) {
   d.submitting = false;
   for (Queue& q : d.queues) q.unfinished_from = 0;
   flush_dirty_queues(d);
-  ++e.counters.flushes;
   if (e.trace)
     e.trace->host(TraceHost{"submit window (device " + std::to_string(device) + ")", t0, uv_hrtime(), submitted});
 }
@@ -134,6 +133,7 @@ void Submitter::flush_dirty_queues(DeviceCtx& d) {
     if (q.needs_fence && !q.in_flight.empty()) (void)fence(d, qi);
     if (!q.dirty) continue;
     q.dirty = false;
+    ++e.counters.flushes;
     if (cl_int rc = e.api->clFlush(q.queue); rc != CL_SUCCESS)
       e.lose_device(static_cast<std::uint32_t>(d.dev.info.index), cl::call_error(Status::KernelSync, "clFlush", rc));
   }
@@ -302,6 +302,7 @@ bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const 
     // OpenCL requires a flush before another queue waits on an event.
     if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].dirty) {
       d.queues[waited.queue].dirty = false;
+      ++e.counters.flushes;
       e.api->clFlush(d.queues[waited.queue].queue);
     }
     events.push_back(ev);

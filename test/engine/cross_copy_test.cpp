@@ -90,7 +90,9 @@ class EngineCrossCopyChild : public EngineTest {
   // With polled completion the copy's chunks and waits were seen without a
   // single driver callback.
   void expect_no_callbacks_if_polled() {
-    if (polled_) EXPECT_EQ(eng().stats().callbacks, 0u);
+    if (polled_) {
+      EXPECT_EQ(eng().stats().callbacks, 0u);
+    }
   }
 
   Kernel add_[2], spin_[2], reqd64_;

@@ -23,7 +23,11 @@ const char* kInc = "__kernel void inc(__global uint* x) { x[get_global_id(0)] +=
 job::Job two_launches(std::uint64_t repeat) {
   job::Job j;
   j.buffers.push_back(job::Buffer{"x", ScalarType::UInt, 64, {}});
-  j.kernels.push_back(job::Kernel{"inc", kInc, "", "inc", ""});
+  job::Kernel k;
+  k.name = "inc";
+  k.source = kInc;
+  k.entry = "inc";
+  j.kernels.push_back(k);
   job::Launch l;
   l.kernel = 0;
   l.args.push_back(job::Arg{});  // buffer 0

@@ -95,8 +95,11 @@ TEST(HandleTableTest, ASlotIsRetiredBeforeItsGenerationsWrap) {
   auto next = t.add();
   EXPECT_NE(next.record, first.record) << "the slot's generations are used up";
   EXPECT_TRUE(handles.insert(next.handle).second);
-  for (std::uint64_t h : handles)
-    if (h != next.handle) EXPECT_EQ(t.find(h), nullptr);
+  for (std::uint64_t h : handles) {
+    if (h != next.handle) {
+      EXPECT_EQ(t.find(h), nullptr);
+    }
+  }
 }
 
 }  // namespace
