@@ -432,6 +432,8 @@ def cmd_doc(a):
              "# GPU machine: copy build-bench/bench/uvcl_bench and the libraries it links (libuvcl, libuv,\n"
              "# libsimdjson) there, run it with NVIDIA's OpenCL registered with the ICD loader:\n"
              "#   uvcl_bench --device 1 --growth-launches 2000000 --json h200.json\n"
+             "# or the suite, the driver tables and figure 5 without read bursts in one go:\n"
+             "#   scripts/bench-gpu.sh OUT 1 libuvcl_cl_timing.so -- uvcl_bench\n"
              "# then here: cp h200.json bench-results/ && scripts/bench.sh --doc-only\n```\n")
     o.append("CI runs every figure once at a tiny size: `meson test bench-smoke bench-smoke-2dev` "
              "(`uvcl_bench --quick --smoke`, no pyopencl).\n")
