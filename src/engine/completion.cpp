@@ -91,25 +91,32 @@ CommandRec* Completion::completed_by(const DeviceCtx& d, CommandId id, QueueInde
 constexpr std::uint8_t kFailedReadsToGiveUp = 3;
 
 void Completion::collect_completions() {
-  // Round robin over every queue of every device, one completed group (the
-  // commands up to an event) per queue per turn, resuming after the queue
-  // served last: when the loop budget ends the walk, every queue has
+  // Round robin over every queue of every device, a few completed groups
+  // (the commands up to an event) per queue per turn, resuming after the
+  // queue served last: when the loop budget ends the walk, every queue has
   // advanced alike. Walking one queue to its end first starved the others
-  // under a budget (their commands never retired, their records never freed).
+  // under a budget (their commands never retired, their records never
+  // freed); one group per turn visited every idle queue per group (where
+  // every command has an event, per command).
+  constexpr int kGroupsPerTurn = 8;
   std::size_t total = 0;
   for (const auto& dp : e.devices) total += dp->queues.size();
   bool collected = true;  // since the budget was last checked: the clock is read only after work
   for (std::size_t idle = 0; idle < total; collect_next = (collect_next + 1) % total) {
-    // Outcomes still waiting from an earlier iteration are delivered
-    // first: collecting more would only queue them behind.
-    if (collected && (over_budget() || !deferred_outcomes.empty())) {
-      backlog = true;
-      return;
-    }
     std::size_t qi = collect_next % total, dev = 0;
     while (qi >= e.devices[dev]->queues.size()) qi -= e.devices[dev++]->queues.size();
-    collected = collect_group(*e.devices[dev], static_cast<QueueIndex>(qi));
-    idle = collected ? 0 : idle + 1;
+    int groups = 0;
+    for (; groups < kGroupsPerTurn; ++groups) {
+      // Outcomes still waiting from an earlier iteration are delivered
+      // first: collecting more would only queue them behind.
+      if (collected && (over_budget() || !deferred_outcomes.empty())) {
+        backlog = true;
+        return;
+      }
+      collected = collect_group(*e.devices[dev], static_cast<QueueIndex>(qi));
+      if (!collected) break;
+    }
+    idle = groups > 0 ? 0 : idle + 1;
   }
 }
 
