@@ -119,11 +119,11 @@ struct Config {
   // handles (timers, sockets) and goes on in the next iteration. 0: no bound.
   unsigned loop_budget_us = 200;
   // A read is submitted at once (a sync point) unless it is issued within
-  // this many microseconds after the previous read returned, in the same
-  // loop iteration: such a burst of reads stays in the window and is
-  // submitted together when the window fills or before the loop next
-  // waits — one submission and flush per window, not per read. 0: every
-  // read is submitted at once.
+  // this many microseconds after the previous read returned, with no
+  // prepare step of the loop in between: such a burst of reads stays in the
+  // window and is submitted together when the window fills, at the prepare
+  // step or at the end of poll() — one submission and flush per window, not
+  // per read. 0: every read is submitted at once.
   unsigned read_burst_us = 10;
   CommandEvents command_events = CommandEvents::Auto;
   CompletionMode completion = CompletionMode::Auto;

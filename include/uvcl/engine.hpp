@@ -7,7 +7,8 @@
 //   callback is never called; otherwise it is called exactly once.
 // - Launches, writes, fills and copies are fire-and-forget: they enter the
 //   device's micro-batch window and are submitted when it is full, once per
-//   loop iteration, or at a sync point (a read, a timed launch, a drain).
+//   loop iteration, or at a sync point (a read, unless it is in a burst;
+//   a timed launch; a drain).
 //   Whatever queues they land on, results equal running every command one
 //   after another in program order.
 // - Errors at the API edge (a released buffer, a wrong argument) are returned
@@ -247,8 +248,9 @@ class Engine {
   // on_data points into pinned staging and is valid during the callback.
   // Submitted at once with the commands before it — except in a burst (a
   // read issued within Config::read_burst_us after the previous one
-  // returned, in the same loop iteration), whose reads go together when the
-  // window fills or before the loop next waits. The same for read_into.
+  // returned, with no prepare step of the loop in between), whose reads go
+  // together when the window fills, at the prepare step (before the loop
+  // may wait) or at the end of poll(). The same for read_into.
   Result<void> read(Buffer src, std::size_t offset, std::size_t bytes, ReadCallback on_data);
   // Reads dst.size() bytes into caller memory, which stays alive and
   // untouched until on_done; into HostMemory it runs at the pinned rate.

@@ -152,10 +152,17 @@ void Engine::Impl::cancel_windows() {
   for (const auto& d : devices) {
     for (const Command& c : d->window.take()) submitter.fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
     d->window.end_batch();
+    d->reads_in_window = false;
   }
 }
 
+void Engine::Impl::submit_read_bursts() {
+  for (std::uint32_t i = 0; i < devices.size(); ++i)
+    if (devices[i]->reads_in_window) submitter.submit_window(i);
+}
+
 void Engine::Impl::shutdown() {
+  submit_read_bursts();  // before the wait below: nothing is submitted after it
   cancel_windows();
   // Open gates first: what waits on a timed launch that never ends would
   // otherwise keep clFinish waiting.
@@ -298,6 +305,7 @@ Result<void> Engine::close(std::function<void()> on_closed) {
   if (!on_closed) return Error{Status::InvalidArgument, "close: a callback is required"};
   e.close_state = Impl::CloseState::Closing;
   e.on_closed = std::move(on_closed);
+  e.submit_read_bursts();
   e.cancel_windows();  // their callbacks run, with Cancelled, from the loop
   e.update_busy();
   return {};
@@ -309,11 +317,15 @@ void Engine::Impl::on_prepare() {
   Entry entry(*this);
   in_loop_io_phase = true;
   for (const auto& d : devices) d->read_burst_until_ns = 0;  // a new iteration: a read goes out at once
-  submitter.submit_all();
-  deliver_raised();
-  // What the callbacks deliver_raised ran issued goes out too, with the
-  // driver callbacks it needs, before the loop may sleep.
-  submitter.submit_all();
+  // The windows, then the user code raised meanwhile (error listener,
+  // schedule recorder); once more for what that code issued and raised, so
+  // that it goes out, with the driver callbacks it needs, before the loop
+  // may sleep. Not after a callback destroyed the engine: the windows are
+  // cancelled then.
+  for (int round = 0; round < 2 && !doomed; ++round) {
+    submitter.submit_all();
+    deliver_raised();
+  }
   for (const auto& d : devices) {
     submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
     submitter.ask_callbacks(*d);
@@ -478,8 +490,13 @@ void Engine::poll() {
   Impl* e = impl_.get();  // a callback may destroy the Engine: the Entry keeps the Impl
   e->check_thread("poll");
   Entry entry(*e);
+  // A call is an iteration's worth of work, with a budget of its own: on a
+  // caller's loop that is not being run, no check phase ever ends the last
+  // one (its deadline would stay spent, and nothing would complete again).
+  e->completion.iteration_deadline_ns = 0;
   e->submitter.submit_all();
   e->on_poll();
+  if (!e->doomed) e->submitter.submit_all();  // what its callbacks issued (a burst's reads) goes out in this call
   // Only the engine's own loop: a caller's loop is the caller's to run (and
   // may be running now, with this call inside one of its callbacks).
   if (e->own_loop && e->in_callback == 0 && !e->doomed) {

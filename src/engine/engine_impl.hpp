@@ -133,6 +133,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   void report(CommandId failed, const Error& e);
   void deliver_raised();  // runs the listener and recorder calls waiting in undelivered_*
   void cancel_windows();  // shutdown: window contents get Cancelled
+  // Close and teardown: windows holding reads a burst left there are
+  // submitted, not cancelled — each read was issued as a sync point.
+  void submit_read_bursts();
   // Calls that make new work refuse it once close() was called.
   Result<void> refuse_if_closing(const char* what) const;
   // Debug builds: every call comes from the thread that made the engine (its

@@ -213,12 +213,13 @@ struct DeviceCtx {
   // on a timer instead of registering driver callbacks.
   bool poll_completion = false;
   // A read before this time (uv_hrtime) is in a burst with the previous one:
-  // issued within Config::read_burst_us after it returned, in the same loop
-  // iteration.
+  // issued within Config::read_burst_us after it returned, with no prepare
+  // step in between (on_prepare resets it).
   // A burst's first read submits its window; the rest wait to go together,
   // one submission and flush per window instead of one per read — a flush
   // costs more than the read on some drivers (NVIDIA's). 0: no burst.
   std::uint64_t read_burst_until_ns = 0;
+  bool reads_in_window = false;  // reads of a burst wait in the window
   bool submitting = false;  // inside submit_window: a nested call leaves new commands to the outer one
 
   explicit DeviceCtx(std::size_t window_size) : window(window_size) {}

@@ -111,6 +111,7 @@ void Submitter::submit_window(std::uint32_t device) {
     d.window.end_batch();
   }
   d.submitting = false;
+  d.reads_in_window = false;
   for (Queue& q : d.queues) q.unfinished_from = 0;
   flush_dirty_queues(d);
   if (e.trace)
@@ -122,6 +123,7 @@ void Submitter::submit_read(std::uint32_t device) {
   const std::uint64_t burst_ns = std::uint64_t{e.config.read_burst_us} * 1000;
   if (burst_ns == 0) return submit_window(device);
   if (uv_hrtime() >= d.read_burst_until_ns) submit_window(device);
+  else d.reads_in_window = !d.window.empty();  // a full window went out in commit()
   d.read_burst_until_ns = uv_hrtime() + burst_ns;  // from the end of this call: the caller's time between reads decides
 }
 

@@ -411,7 +411,10 @@ void cross_issue_device(Engine::Impl& e, DeviceCtx& d) {
     if (it != e.transfers.crosses.end() && !cross_issue(e, d, it->second, flush)) break;
     d.cross_writes.pop_front();
   }
-  if (flush) e.api->clFlush(d.queues[d.transfer_queue()].queue);
+  if (flush) {
+    ++e.counters.flushes;
+    e.api->clFlush(d.queues[d.transfer_queue()].queue);
+  }
 }
 
 }  // namespace

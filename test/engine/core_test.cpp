@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "../watchdog.hpp"
 #include "engine_test_util.hpp"
 
 namespace uvcl::testing::core {
@@ -42,6 +43,23 @@ std::vector<std::uint32_t> words(std::span<const std::byte> b) {
   std::vector<std::uint32_t> v(b.size() / 4);
   std::memcpy(v.data(), b.data(), v.size() * 4);
   return v;
+}
+
+// An engine where reads issued back to back are one burst however slow the
+// machine, and such a burst.
+Config burst_forever_config() {
+  Config c = test_config();
+  c.read_burst_us = kMaxReadBurstUs;  // however slow the machine, the reads below are one burst
+  return c;
+}
+
+int issue_burst_of_reads(Engine& e, Buffer b, std::vector<Result<void>>& got) {
+  constexpr int kReads = 5;
+  for (int i = 0; i < kReads; ++i)
+    EXPECT_TRUE(e.read(b, 0, 64, [&got](Result<std::span<const std::byte>> d) {
+      got.push_back(d ? Result<void>{} : Result<void>{d.error()});
+    }).ok());
+  return kReads;
 }
 
 // The schedule recorder runs while a window is submitted. A read it issues
@@ -441,6 +459,64 @@ TEST(CoreLoop, PollDoesNotRunACallersLoop) {
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
+// A game loop drives the engine with poll() alone. Reads a callback issues
+// from inside poll() go to the device before poll() returns, burst or not —
+// not a frame later.
+TEST(CoreLoop, ReadsIssuedFromPollsCallbacksGoOutInThatPoll) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    auto made = Engine::create(burst_forever_config(), &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    Engine& e = *made.value();
+    auto b = e.allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    std::vector<Result<void>> got;
+    bool first = false;
+    std::uint64_t submitted_before = 0;
+    ASSERT_TRUE(e.read(*b, 0, 64, [&](Result<std::span<const std::byte>>) {
+      first = true;
+      submitted_before = e.stats().submitted;
+      issue_burst_of_reads(e, *b, got);
+    }).ok());
+    Watchdog wd("poll() loop", 30);
+    while (!first) e.poll();
+    EXPECT_EQ(e.stats().submitted, submitted_before + 5) << "the burst waited for a later poll()";
+    while (got.size() < 5) e.poll();
+    made.value().reset();
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
+// poll() alone, on a caller's loop the caller does not run: each call is a
+// loop iteration's worth of engine work. The loop budget's deadline was set
+// by the first poll() and cleared only by the loop's check phase, which never
+// came: every later poll() found the budget spent and completed nothing.
+TEST(CoreLoop, PollAloneKeepsCompletingPastTheLoopBudget) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    Config c = test_config();
+    c.loop_budget_us = 1;
+    auto made = Engine::create(c, &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    Engine& e = *made.value();
+    auto b = e.allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    Watchdog wd("reads driven by poll() alone", 30);
+    for (int i = 0; i < 3; ++i) {
+      bool got = false;
+      ASSERT_TRUE(e.read(*b, 0, 64, [&](Result<std::span<const std::byte>> d) { got = d.ok(); }).ok());
+      while (!got) e.poll();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // past any budget
+    }
+    made.value().reset();
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 // Callbacks that run at teardown may start more work of the same kind: a
 // drain from a drain's callback, a compile from a compile's.
 TEST_F(Core, TeardownCallbacksThatAddWork) {
@@ -497,6 +573,32 @@ TEST(CoreClose, AsynchronousCloseOnACallersLoop) {
     EXPECT_EQ(fill->status(), Status::Cancelled) << "work still in the window was not cancelled";
     ASSERT_EQ(uv_loop_close(&loop), 0) << "close() left a handle open";
     made.value().reset();  // after its loop is gone: the destructor must not touch it
+  }
+}
+
+// Reads a burst left in the window were issued as sync points: close() and
+// destruction submit them and deliver their data, where the window's other
+// work is cancelled. (Before, close() cancelled all but the burst's first.)
+TEST(CoreClose, ReadsOfABurstAreDeliveredNotCancelled) {
+  for (const bool destroy : {false, true}) {
+    SCOPED_TRACE(destroy ? "destroyed" : "closed");
+    auto made = Engine::create(burst_forever_config());
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    Engine& e = *made.value();
+    auto b = e.allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(e.finish().ok());
+    std::vector<Result<void>> got;
+    const int n = issue_burst_of_reads(e, *b, got);
+    if (destroy) {
+      made.value().reset();
+    } else {
+      bool closed = false;
+      ASSERT_TRUE(e.close([&] { closed = true; }).ok());
+      ASSERT_TRUE(e.run_until([&] { return closed; }).ok());
+    }
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(n));
+    for (const Result<void>& r : got) EXPECT_TRUE(r.ok()) << r.error().to_string();
   }
 }
 
