@@ -60,33 +60,39 @@ Result<void> Engine::write(Buffer dst, std::size_t offset, std::span<const std::
   DeviceCtx& d = *e.devices[r.device];
   if (d.state == sched::DeviceState::Lost)
     return Error{Status::DeviceLost, "write: device " + std::to_string(r.device) + " is lost"};
-  Command c;
-  c.op = Op::Write;
-  c.accesses.push_back(write_access(dst, r, offset, src.size()));
-  c.offset = offset;
-  c.bytes = src.size();
   // Someone waits for on_done: ask the driver for a completion callback
   // (otherwise only the 1 ms poll timer would notice the completion).
-  c.wants_callback = static_cast<bool>(on_done);
+  const bool awaited = static_cast<bool>(on_done);
+  // What can fail comes first: the command is then built in place in the
+  // window (nothing in between may touch it).
+  FinalHook on_final;
+  const void* host_src = src.data();
   if (mode == WriteMode::Copy) {
     auto staging = d.staging->acquire(src.size());
     if (!staging) return std::move(staging).error().context("write");
     std::memcpy(staging->ptr, src.data(), src.size());
-    c.host_src = staging->ptr;
-    c.on_final = [&e, dev = r.device, s = staging.value(), done = done_hook(std::move(on_done))](
-                     CommandId id, const std::optional<Error>& err) {
+    host_src = staging->ptr;
+    on_final = [&e, dev = r.device, s = staging.value(), done = done_hook(std::move(on_done))](
+                   CommandId id, const std::optional<Error>& err) {
       e.devices[dev]->staging->give_back(s);
       if (done) done(id, err);
     };
   } else {
     auto held = e.memory.hold_host_range(src.data(), src.size(), "write", done_hook(std::move(on_done)));
     if (!held) return std::move(held).error();
-    c.host_src = src.data();
-    c.on_final = std::move(held).value();
+    on_final = std::move(held).value();
   }
+  Command& c = e.submitter.stage(r.device);
+  c.op = Op::Write;
+  c.accesses.push_back(write_access(dst, r, offset, src.size()));
+  c.offset = offset;
+  c.bytes = src.size();
+  c.host_src = host_src;
+  c.wants_callback = awaited;
+  c.on_final = std::move(on_final);
   ++e.counters.writes;
   e.counters.bytes_to_device += src.size();
-  e.submitter.enqueue(r.device, std::move(c));
+  e.submitter.commit(r.device);
   return {};
   // NOLINTNEXTLINE(clang-analyzer-cplusplus.NewDeleteLeaks): the std::function from done_hook is owned by c.on_final, moved into the queue
 }
@@ -107,16 +113,16 @@ Result<void> Engine::fill(Buffer dst, std::span<const std::byte> pattern, std::s
   UVCL_TRY(check_range("fill", dst, r, offset, bytes));
   if (e.devices[r.device]->state == sched::DeviceState::Lost)
     return Error{Status::DeviceLost, "fill: device " + std::to_string(r.device) + " is lost"};
-  Command c;
+  Command& c = e.submitter.stage(r.device);
   c.op = Op::Fill;
   c.accesses.push_back(write_access(dst, r, offset, bytes));
   c.offset = offset;
   c.bytes = bytes;
   c.pattern.assign(pattern.begin(), pattern.end());
+  c.wants_callback = static_cast<bool>(on_done);
   c.on_final = done_hook(std::move(on_done));
-  c.wants_callback = static_cast<bool>(c.on_final);
   ++e.counters.writes;
-  e.submitter.enqueue(r.device, std::move(c));
+  e.submitter.commit(r.device);
   return {};
 }
 

@@ -252,6 +252,29 @@ TEST_F(Core, WorkIssuedFromThePrepareStepsCallbacksIsSubmittedInThatStep) {
   ASSERT_TRUE(eng().run_until([&] { return got == 3; }).ok());
 }
 
+// A write or fill with on_done is awaited: the driver is asked for its
+// completion (a callback here on PoCL), not left to the 1 ms poll — for each
+// write mode.
+TEST_F(Core, WritesAndFillsWithOnDoneAskForTheirCompletion) {
+  auto b = eng().allocate(0, 64);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(eng().finish().ok());
+  const std::vector<std::uint32_t> v(16, 3);
+  const std::uint32_t one = 1;
+  const std::function<Result<void>(DoneCallback)> issue[] = {
+      [&](DoneCallback cb) { return eng().write(*b, 0, bytes_of(v), WriteMode::Copy, std::move(cb)); },
+      [&](DoneCallback cb) { return eng().write(*b, 0, bytes_of(v), WriteMode::Borrow, std::move(cb)); },
+      [&](DoneCallback cb) { return eng().fill(*b, std::as_bytes(std::span(&one, 1)), 0, 64, std::move(cb)); },
+  };
+  for (const auto& op : issue) {
+    const std::uint64_t callbacks0 = eng().stats().callbacks;
+    bool done = false;
+    ASSERT_TRUE(op([&](Result<void> r) { done = r.ok(); }).ok());
+    ASSERT_TRUE(eng().run_until([&] { return done; }).ok());
+    EXPECT_GT(eng().stats().callbacks, callbacks0) << "on_done left to the poll timer";
+  }
+}
+
 // A read issued by user code the prepare step runs (here the schedule
 // recorder) still gets its driver callback before the loop sleeps: without
 // it the loop would only see the read at the next poll tick.
