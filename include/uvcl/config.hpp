@@ -17,7 +17,7 @@
 //       "profile": false,                 // profiling queues (device times in traces)
 //       "spin_us": "auto",                // spin for completions, 0..1000000 us or "auto" (below)
 //       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
-//       "read_burst_us": 10,              // reads this close make a burst, 0..1000000 us (0: none)
+//       "read_burst_us": "auto",          // reads this close make a burst, 0..1000000 us or "auto" (below)
 //       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
 //       "completion": "auto",             // "auto" | "callback" | "poll" (below)
 //       "compile": "process",             // "process" | "inline" (below)
@@ -56,6 +56,8 @@ inline constexpr unsigned kMaxSpinUs = 1000000;
 inline constexpr unsigned kAutoSpinUs = 100;
 inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
 inline constexpr unsigned kMaxReadBurstUs = 1000000;
+// Config::read_burst_us "auto": on GPUs and accelerators; none on CPU devices.
+inline constexpr unsigned kAutoReadBurstUs = 10;
 inline constexpr unsigned kMaxCompilers = 64;
 inline constexpr unsigned kMaxCompileTimeoutMs = 86400000;  // a day
 inline constexpr unsigned kMaxCompilerIdleMs = 86400000;
@@ -123,8 +125,11 @@ struct Config {
   // prepare step of the loop in between: such a burst of reads stays in the
   // window and is submitted together when the window fills, at the prepare
   // step or at the end of poll() — one submission and flush per window, not
-  // per read. 0: every read is submitted at once.
-  unsigned read_burst_us = 10;
+  // per read. 0: every read is submitted at once. nullopt ("auto"):
+  // kAutoReadBurstUs on GPUs and accelerators, where a flush costs more than
+  // a small read; 0 on CPU devices, where the device's threads share the
+  // host's cores and a burst's enqueues, all at once, compete with them.
+  std::optional<unsigned> read_burst_us;
   CommandEvents command_events = CommandEvents::Auto;
   CompletionMode completion = CompletionMode::Auto;
   CompileMode compile = CompileMode::Process;

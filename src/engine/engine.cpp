@@ -118,6 +118,7 @@ Result<void> Engine::Impl::init_devices() {
                            (config.command_events == CommandEvents::Auto && pocl);
     d->spin_us = config.spin_us.value_or(dev.info.type == DeviceType::Cpu ? 0 : kAutoSpinUs);
     d->learns_spin = !config.spin_us && d->spin_us > 0;
+    d->read_burst_us = config.read_burst_us.value_or(dev.info.type == DeviceType::Cpu ? 0 : kAutoReadBurstUs);
     d->status_at_submit = pocl;
     const bool nvidia = dev.info.platform_name.find("NVIDIA") != std::string::npos;
     d->poll_completion = config.completion == CompletionMode::Poll || (config.completion == CompletionMode::Auto && nvidia);

@@ -212,9 +212,10 @@ struct DeviceCtx {
   // Config::completion: the loop polls for this device's awaited commands
   // on a timer instead of registering driver callbacks.
   bool poll_completion = false;
+  unsigned read_burst_us = 0;  // Config::read_burst_us, "auto" resolved for this device
   // A read before this time (uv_hrtime) is in a burst with the previous one:
-  // issued within Config::read_burst_us after it returned, with no prepare
-  // step in between (on_prepare resets it).
+  // issued within read_burst_us after it returned, with no prepare step in
+  // between (on_prepare resets it).
   // A burst's first read submits its window; the rest wait to go together,
   // one submission and flush per window instead of one per read — a flush
   // costs more than the read on some drivers (NVIDIA's). 0: no burst.

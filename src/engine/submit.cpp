@@ -120,7 +120,7 @@ void Submitter::submit_window(std::uint32_t device) {
 
 void Submitter::submit_read(std::uint32_t device) {
   DeviceCtx& d = *e.devices[device];
-  const std::uint64_t burst_ns = std::uint64_t{e.config.read_burst_us} * 1000;
+  const std::uint64_t burst_ns = std::uint64_t{d.read_burst_us} * 1000;
   if (burst_ns == 0) return submit_window(device);
   if (uv_hrtime() >= d.read_burst_until_ns) submit_window(device);
   else d.reads_in_window = !d.window.empty();  // a full window went out in commit()

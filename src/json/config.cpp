@@ -57,7 +57,6 @@ constexpr UnsignedKey kUnsignedKeys[] = {
     {"window", &Config::window, 1, kMaxWindow},
     {"program_memo", &Config::program_memo, 0, kMaxProgramMemo},
     {"loop_budget_us", &Config::loop_budget_us, 0, kMaxLoopBudgetUs},
-    {"read_burst_us", &Config::read_burst_us, 0, kMaxReadBurstUs},
     {"compilers", &Config::compilers, 1, kMaxCompilers},
     {"compile_timeout_ms", &Config::compile_timeout_ms, 1, kMaxCompileTimeoutMs},
     {"compiler_idle_ms", &Config::compiler_idle_ms, 0, kMaxCompilerIdleMs},
@@ -71,6 +70,7 @@ struct AutoKey {
 constexpr AutoKey kAutoKeys[] = {
     {"queues", &Config::queues, 1, kMaxQueues},
     {"spin_us", &Config::spin_us, 0, kMaxSpinUs},
+    {"read_burst_us", &Config::read_burst_us, 0, kMaxReadBurstUs},
 };
 
 

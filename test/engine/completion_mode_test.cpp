@@ -128,6 +128,24 @@ TEST(CompletionMode, AFinishAskedWhileSpinningIsPolledForAfterTheSpin) {
   EXPECT_EQ(e.stats().callbacks, 0u);
 }
 
+// Read bursts by default only where a flush costs more than a small read
+// (GPUs): on a CPU device two reads issued back to back both go out at once.
+TEST(ReadBurstAuto, ACpuDeviceSubmitsEveryReadAtOnce) {
+  auto made = Engine::create(test_config());
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = **made;
+  ASSERT_EQ(e.device(0).type, DeviceType::Cpu);
+  auto b = e.allocate(0, 64);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(e.finish().ok());
+  int got = 0;
+  const std::uint64_t submitted = e.stats().submitted;
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(e.read(*b, 0, 64, [&](Result<std::span<const std::byte>>) { ++got; }).ok());
+  EXPECT_EQ(e.stats().submitted, submitted + 2);
+  ASSERT_TRUE(e.run_until([&] { return got == 2; }).ok());
+}
+
 }  // namespace
 }  // namespace uvcl::testing
 

@@ -206,6 +206,9 @@ TEST_F(Core, ReadsIssuedInABurstShareOneSubmission) {
 // A read is a sync point again once the burst is over: after a pause, or in
 // the next loop iteration, it is on the device at once.
 TEST_F(Core, AReadAfterAPauseOrALoopTurnGoesOutAtOnce) {
+  Config c = test_config();
+  c.read_burst_us = kAutoReadBurstUs;  // as on a GPU ("auto" is 0 on PoCL's CPU device)
+  make_engine(c);
   const Buffer x = upload(std::vector<std::uint32_t>(16, 5));
   ASSERT_TRUE(eng().finish().ok());
   int done = 0;

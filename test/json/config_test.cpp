@@ -127,7 +127,7 @@ TEST(Config, QueueAndWindowRangeEdges) {
     const std::string key = e.key;
     auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
     const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi) +
-                                 (key == "spin_us" || key == "queues" ? " or \"auto\"" : "");
+                                 (key == "spin_us" || key == "queues" || key == "read_burst_us" ? " or \"auto\"" : "");
     for (long long ok : {e.lo, e.hi}) {
       auto r = uvcl::parse_config(doc(ok));
       ASSERT_TRUE(r.ok()) << r.error().message;
@@ -135,7 +135,7 @@ TEST(Config, QueueAndWindowRangeEdges) {
                            : key == "window"       ? r->window
                            : key == "program_memo" ? r->program_memo
                            : key == "spin_us"      ? r->spin_us.value_or(~0u)
-                           : key == "read_burst_us" ? r->read_burst_us
+                           : key == "read_burst_us" ? r->read_burst_us.value_or(~0u)
                                                    : r->loop_budget_us;
       EXPECT_EQ(got, static_cast<unsigned>(ok));
     }
@@ -160,6 +160,20 @@ TEST(Config, SpinIsAnIntegerOrAuto) {
   auto v = uvcl::validate_config(c);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.error().message, "opencl.spin_us (1000001) is outside 0..1000000");
+}
+
+TEST(Config, ReadBurstIsAnIntegerOrAuto) {
+  auto a = uvcl::parse_config(R"({"opencl": {"read_burst_us": "auto"}})");
+  ASSERT_TRUE(a.ok()) << a.error().message;
+  EXPECT_FALSE(a->read_burst_us.has_value());
+  EXPECT_FALSE(uvcl::Config{}.read_burst_us.has_value()) << "the default is \"auto\"";
+  EXPECT_EQ(config_error(R"({"opencl": {"read_burst_us": "often"}})"),
+            R"(cfg.json: opencl.read_burst_us: expected an integer 0..1000000 or "auto", got "often")");
+  uvcl::Config c;
+  c.read_burst_us = uvcl::kMaxReadBurstUs + 1;
+  auto v = uvcl::validate_config(c);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().message, "opencl.read_burst_us (1000001) is outside 0..1000000");
 }
 
 TEST(Config, QueuesAreAnIntegerOrAuto) {
