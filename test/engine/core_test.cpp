@@ -5,6 +5,7 @@
 // the engine destroyed from inside its own callbacks. (The error listener's
 // order and failures are in test/faults/core_faults_test.cpp.)
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "../watchdog.hpp"
@@ -485,16 +486,25 @@ TEST(CoreLoop, PollDoesNotRunACallersLoop) {
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
+// Runs `body` with an engine on a loop of the caller's that nobody runs, then
+// destroys the engine and checks that the loop closes with nothing left open.
+void on_a_loop_nobody_runs(const Config& c, const std::function<void(Engine&)>& body) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  {
+    auto made = Engine::create(c, &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    body(*made.value());
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 // A game loop drives the engine with poll() alone. Reads a callback issues
 // from inside poll() go to the device before poll() returns, burst or not —
 // not a frame later.
 TEST(CoreLoop, ReadsIssuedFromPollsCallbacksGoOutInThatPoll) {
-  uv_loop_t loop;
-  ASSERT_EQ(uv_loop_init(&loop), 0);
-  {
-    auto made = Engine::create(burst_forever_config(), &loop);
-    ASSERT_TRUE(made.ok()) << made.error().to_string();
-    Engine& e = *made.value();
+  on_a_loop_nobody_runs(burst_forever_config(), [](Engine& e) {
     auto b = e.allocate(0, 64);
     ASSERT_TRUE(b.ok());
     std::vector<Result<void>> got;
@@ -509,10 +519,7 @@ TEST(CoreLoop, ReadsIssuedFromPollsCallbacksGoOutInThatPoll) {
     while (!first) e.poll();
     EXPECT_EQ(e.stats().submitted, submitted_before + 5) << "the burst waited for a later poll()";
     while (got.size() < 5) e.poll();
-    made.value().reset();
-  }
-  uv_run(&loop, UV_RUN_DEFAULT);
-  EXPECT_EQ(uv_loop_close(&loop), 0);
+  });
 }
 
 // poll() alone, on a caller's loop the caller does not run: each call is a
@@ -520,14 +527,9 @@ TEST(CoreLoop, ReadsIssuedFromPollsCallbacksGoOutInThatPoll) {
 // by the first poll() and cleared only by the loop's check phase, which never
 // came: every later poll() found the budget spent and completed nothing.
 TEST(CoreLoop, PollAloneKeepsCompletingPastTheLoopBudget) {
-  uv_loop_t loop;
-  ASSERT_EQ(uv_loop_init(&loop), 0);
-  {
-    Config c = test_config();
-    c.loop_budget_us = 1;
-    auto made = Engine::create(c, &loop);
-    ASSERT_TRUE(made.ok()) << made.error().to_string();
-    Engine& e = *made.value();
+  Config c = test_config();
+  c.loop_budget_us = 1;
+  on_a_loop_nobody_runs(c, [](Engine& e) {
     auto b = e.allocate(0, 64);
     ASSERT_TRUE(b.ok());
     Watchdog wd("reads driven by poll() alone", 30);
@@ -537,10 +539,7 @@ TEST(CoreLoop, PollAloneKeepsCompletingPastTheLoopBudget) {
       while (!got) e.poll();
       std::this_thread::sleep_for(std::chrono::milliseconds(1));  // past any budget
     }
-    made.value().reset();
-  }
-  uv_run(&loop, UV_RUN_DEFAULT);
-  EXPECT_EQ(uv_loop_close(&loop), 0);
+  });
 }
 
 // Callbacks that run at teardown may start more work of the same kind: a
