@@ -258,19 +258,19 @@ TEST_F(Core, WorkIssuedFromThePrepareStepsCallbacksIsSubmittedInThatStep) {
 
 // A write or fill with on_done is awaited: the driver is asked for its
 // completion (a callback here on PoCL), not left to the 1 ms poll — for each
-// write mode.
+// write mode. Each waits behind a slow kernel, so it is still running when
+// the loop would sleep (one already complete needs no callback).
 TEST_F(Core, WritesAndFillsWithOnDoneAskForTheirCompletion) {
-  auto b = eng().allocate(0, 64);
-  ASSERT_TRUE(b.ok());
-  ASSERT_TRUE(eng().finish().ok());
-  const std::vector<std::uint32_t> v(16, 3);
+  const std::vector<std::uint32_t> v(1, 3);
   const std::uint32_t one = 1;
+  Buffer b;
   const std::function<Result<void>(DoneCallback)> issue[] = {
-      [&](DoneCallback cb) { return eng().write(*b, 0, bytes_of(v), WriteMode::Copy, std::move(cb)); },
-      [&](DoneCallback cb) { return eng().write(*b, 0, bytes_of(v), WriteMode::Borrow, std::move(cb)); },
-      [&](DoneCallback cb) { return eng().fill(*b, std::as_bytes(std::span(&one, 1)), 0, 64, std::move(cb)); },
+      [&](DoneCallback cb) { return eng().write(b, 0, bytes_of(v), WriteMode::Copy, std::move(cb)); },
+      [&](DoneCallback cb) { return eng().write(b, 0, bytes_of(v), WriteMode::Borrow, std::move(cb)); },
+      [&](DoneCallback cb) { return eng().fill(b, std::as_bytes(std::span(&one, 1)), 0, 4, std::move(cb)); },
   };
   for (const auto& op : issue) {
+    launch_slow_kernel(b);  // writes b for ~150 ms: the op below waits for it
     const std::uint64_t callbacks0 = eng().stats().callbacks;
     bool done = false;
     ASSERT_TRUE(op([&](Result<void> r) { done = r.ok(); }).ok());
