@@ -1,0 +1,69 @@
+// engine_loops — the engine's own work per command, for an instruction
+// profiler: one kind of command issued back to back, three rounds of 3000,
+// each round run to completion. Figures in bench/notes.md come from
+//
+//   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::launch(*'
+//       --toggle-collect='uvcl::Engine::finish(*' engine_loops launches
+//   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::read(*' engine_loops reads
+//   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::write(*' engine_loops writes
+//
+// on the default device (PoCL here). Exit status 1 with a message on error.
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "uvcl/config.hpp"
+#include "uvcl/engine.hpp"
+
+using namespace uvcl;
+
+namespace {
+
+int fail(const Error& e) {
+  std::fprintf(stderr, "engine_loops: %s\n", e.to_string().c_str());
+  return 1;
+}
+
+constexpr int kRounds = 3, kPerRound = 3000;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const char* mode = argc > 1 ? argv[1] : "";
+  if (std::strcmp(mode, "launches") != 0 && std::strcmp(mode, "reads") != 0 && std::strcmp(mode, "writes") != 0) {
+    std::fprintf(stderr, "usage: engine_loops launches|reads|writes\n");
+    return 2;
+  }
+  auto made = Engine::create(Config{});
+  if (!made) return fail(made.error());
+  Engine& e = **made;
+  auto b = e.allocate(0, 4096);
+  if (!b) return fail(b.error());
+  std::vector<std::byte> bytes(4096);
+  Launch l;
+  if (std::strcmp(mode, "launches") == 0) {
+    auto p = e.compile_sync(0, "__kernel void add1(__global float* a, float s) { a[get_global_id(0)] += s; }");
+    if (!p) return fail(p.error());
+    auto k = e.kernel(*p, "add1");
+    if (!k) return fail(k.error());
+    l.kernel = *k;
+    l.args = {KernelArg::of(*b), KernelArg::value(1.0f)};
+    l.global = {1024};
+  }
+  if (auto r = e.finish(); !r) return fail(r.error());
+  for (int round = 0; round < kRounds; ++round) {
+    int got = 0;
+    for (int i = 0; i < kPerRound; ++i) {
+      Result<void> r;
+      if (mode[0] == 'l') r = e.launch(l);
+      else if (mode[0] == 'r') r = e.read(*b, 0, bytes.size(), [&got](Result<std::span<const std::byte>>) { ++got; });
+      else r = e.write(*b, 0, bytes, i % 2 ? WriteMode::Borrow : WriteMode::Copy);
+      if (!r) return fail(r.error());
+    }
+    if (mode[0] == 'r') {
+      if (auto r = e.run_until([&] { return got == kPerRound; }); !r) return fail(r.error());
+    }
+    if (auto r = e.finish(); !r) return fail(r.error());
+  }
+  return 0;
+}
