@@ -7,8 +7,10 @@
 //   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::read(*' engine_loops reads
 //   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::write(*' engine_loops writes
 //
-// on the default device (PoCL here). Exit status 1 with a message on error.
+// on the first device (PoCL here); a second argument picks another device by
+// index (for perf on a GPU). Exit status 1 with a message on error.
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -31,18 +33,19 @@ constexpr int kRounds = 3, kPerRound = 3000;
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   if (std::strcmp(mode, "launches") != 0 && std::strcmp(mode, "reads") != 0 && std::strcmp(mode, "writes") != 0) {
-    std::fprintf(stderr, "usage: engine_loops launches|reads|writes\n");
+    std::fprintf(stderr, "usage: engine_loops launches|reads|writes [DEVICE]\n");
     return 2;
   }
+  const auto device = static_cast<std::uint32_t>(argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 0);
   auto made = Engine::create(Config{});
   if (!made) return fail(made.error());
   Engine& e = **made;
-  auto b = e.allocate(0, 4096);
+  auto b = e.allocate(device, 4096);
   if (!b) return fail(b.error());
   std::vector<std::byte> bytes(4096);
   Launch l;
   if (std::strcmp(mode, "launches") == 0) {
-    auto p = e.compile_sync(0, "__kernel void add1(__global float* a, float s) { a[get_global_id(0)] += s; }");
+    auto p = e.compile_sync(device, "__kernel void add1(__global float* a, float s) { a[get_global_id(0)] += s; }");
     if (!p) return fail(p.error());
     auto k = e.kernel(*p, "add1");
     if (!k) return fail(k.error());
