@@ -52,7 +52,11 @@ class CommandStore {
   template <class Done>
   void drop_front_while(Done done) {
     while (size_ > 0 && done(slot(head_))) {
-      slot(head_) = Record{};
+      // Destroyed and made anew in place: assigning a fresh temporary would
+      // build one and move every member across.
+      Record& r = slot(head_);
+      std::destroy_at(&r);
+      std::construct_at(&r);
       ++base_;
       --size_;
       if (++head_ == kChunk) {
