@@ -4,11 +4,15 @@
 //
 //   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::launch(*'
 //       --toggle-collect='uvcl::Engine::finish(*' engine_loops launches
-//   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::read(*' engine_loops reads
+//   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::read(*'
+//       --toggle-collect='uvcl::Engine::run_until(*' engine_loops reads
 //   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::write(*' engine_loops writes
 //
 // on the first device (PoCL here); a second argument picks another device by
-// index (for perf on a GPU). Exit status 1 with a message on error.
+// index (for perf on a GPU), a third, "gpu", gives the engine what "auto"
+// gives a GPU (queues, spin, read bursts, events only where awaited, polled
+// completion), to follow a GPU's path on a CPU device. Exit status 1 with a
+// message on error.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -33,11 +37,19 @@ constexpr int kRounds = 3, kPerRound = 3000;
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
   if (std::strcmp(mode, "launches") != 0 && std::strcmp(mode, "reads") != 0 && std::strcmp(mode, "writes") != 0) {
-    std::fprintf(stderr, "usage: engine_loops launches|reads|writes [DEVICE]\n");
+    std::fprintf(stderr, "usage: engine_loops launches|reads|writes [DEVICE [gpu]]\n");
     return 2;
   }
   const auto device = static_cast<std::uint32_t>(argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 0);
-  auto made = Engine::create(Config{});
+  Config config;
+  if (argc > 3 && std::strcmp(argv[3], "gpu") == 0) {
+    config.queues = kAutoGpuQueues;
+    config.spin_us = kAutoSpinUs;
+    config.read_burst_us = kAutoReadBurstUs;
+    config.command_events = CommandEvents::Awaited;
+    config.completion = CompletionMode::Poll;
+  }
+  auto made = Engine::create(config);
   if (!made) return fail(made.error());
   Engine& e = **made;
   auto b = e.allocate(device, 4096);

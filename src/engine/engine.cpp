@@ -387,11 +387,13 @@ void Engine::Impl::end_spin_if_due(bool busy) {
   handles->set_spinning(false);
   if (spin_since_ns != 0) counters.spin_ns += now - spin_since_ns;
   spin_since_ns = 0;
-  for (CommandId id : callback_after_spin) {
-    const CommandRec* r = commands.find(id);
-    if (r && r->event && !sched::device_done(r->state)) ask_callback(*devices[r->device], r->event);
-  }
-  callback_after_spin.clear();
+  for (const auto& d : devices)
+    for (Queue& q : d->queues) {
+      if (q.callback_after_spin == 0) continue;
+      const CommandRec* r = commands.find(q.callback_after_spin);
+      if (r && r->event && !sched::device_done(r->state)) ask_callback(*d, r->event);
+      q.callback_after_spin = 0;
+    }
 }
 
 void Engine::Impl::ask_callback(const DeviceCtx& d, cl_event ev) {

@@ -92,9 +92,6 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // Config::spin_us: the loop spins until then (uv_hrtime) while busy.
   std::uint64_t spin_until_ns = 0;
   std::uint64_t spin_since_ns = 0;  // when the current spin began (0: none); EngineStats::spin_ns
-  // Awaited commands submitted while spinning: their driver callbacks are
-  // asked for only if spinning ends before they complete.
-  std::vector<CommandId> callback_after_spin;
   // Config::completion Poll: a wait began this step (ask_callback), so the
   // timer polls from kFirstPollUs again; the interval of the poll now set.
   bool poll_asked = false;

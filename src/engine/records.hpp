@@ -131,6 +131,10 @@ struct Queue {
   // too. A callback per awaited command costs a driver thread's wake-up and
   // a uv_async each.
   CommandId callback_on = 0;
+  // The same while the loop spins (Config::spin_us): the last awaited
+  // command placed here since the spin began. Its callback is asked for
+  // only if the spin ends before it completes, for the same reasons.
+  CommandId callback_after_spin = 0;
 };
 
 struct DeviceCtx;

@@ -391,7 +391,8 @@ void Submitter::watch(const DeviceCtx& d, Queue& queue, const Command& c) {
   // callback thread and uv_async (two wake-ups later). A busy core, for
   // at most spin_us (plus a large transfer's expected length, SpinRates);
   // update_busy() stops it once idle or past the deadline and only then
-  // asks for the driver's callback on what is still running: a callback
+  // asks for the driver's callback, on the last awaited command of each
+  // queue that still runs (Queue::callback_after_spin): a callback
   // registered at once delays the command itself on some drivers
   // (NVIDIA's). Without spinning, the callback is asked for right before
   // the loop may sleep, once per queue (ask_callbacks).
@@ -410,12 +411,7 @@ void Submitter::watch(const DeviceCtx& d, Queue& queue, const Command& c) {
   e.spin_until_ns = std::max(e.spin_until_ns, now + spin_ns);
   if (e.spin_since_ns == 0) e.spin_since_ns = now;
   e.handles->set_spinning(true);
-  if (e.callback_after_spin.size() >= 256)  // spinning without end: keep only what still runs
-    std::erase_if(e.callback_after_spin, [this](CommandId waiting) {
-      const CommandRec* r = e.commands.find(waiting);
-      return !r || sched::device_done(r->state);
-    });
-  e.callback_after_spin.push_back(id);
+  queue.callback_after_spin = id;
 }
 
 void Submitter::ask_callbacks(DeviceCtx& d) {

@@ -94,6 +94,46 @@ TEST(SpinTest, AReadOutlastingTheSpinStillCompletes) {
   EXPECT_EQ(active_idle_handles(e.loop()), 0);
 }
 
+// Reads issued while the loop spins, all still running behind a slow kernel
+// when the spin ends: one driver callback for the queue, on the last read
+// (the others complete before it on the in-order queue), not one per read.
+// More reads than the 256 a list of waiting commands once kept before it
+// was searched at every read: the cost of a read must not grow with the
+// reads before it.
+TEST(SpinTest, ReadsStillRunningWhenTheSpinEndsAskOneCallbackPerQueue) {
+  Watchdog wd("reads that outlast spin_us", 60);
+  Config c = test_config();
+  c.spin_us = 50'000;  // all the reads are issued within one spin; the kernel outlasts it
+  c.queues = 1;
+  auto made = Engine::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = **made;
+  auto p = e.compile_sync(0, util::kKernels);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto spin = e.kernel(*p, "spin");
+  ASSERT_TRUE(spin.ok());
+  const std::vector<std::uint32_t> seed = {7};
+  auto in = e.allocate(0, 4), out = e.allocate(0, 4);
+  ASSERT_TRUE(in.ok() && out.ok());
+  ASSERT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
+  ASSERT_TRUE(e.finish().ok());
+  const std::uint32_t iters = util::spin_iters_for(e, *spin, 250);
+  const std::uint64_t callbacks0 = e.stats().callbacks;
+  ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(*out), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
+  constexpr int kReads = 300;
+  int good = 0;
+  for (int i = 0; i < kReads; ++i)
+    ASSERT_TRUE(e.read(*out, 0, 4, [&](Result<std::span<const std::byte>> r) {
+      ASSERT_TRUE(r.ok()) << r.error().to_string();
+      std::uint32_t v = 0;
+      std::memcpy(&v, r->data(), 4);
+      if (v == util::lcg_steps(seed[0], iters)) ++good;
+    }).ok());
+  ASSERT_TRUE(e.run_until([&] { return good == kReads; }).ok());
+  EXPECT_EQ(good, kReads);
+  EXPECT_LE(e.stats().callbacks - callbacks0, 1u) << "a driver callback per read still running when the spin ended";
+}
+
 TEST(SpinTest, NoSpinningAtZero) {
   const SpinRun r = read_back_with_spin(0u);
   EXPECT_TRUE(r.correct);
