@@ -92,6 +92,8 @@ void Submitter::submit_window(std::uint32_t device) {
   // the window behind the commands being submitted; the loop below takes it.
   if (d.window.empty() || d.submitting) return;
   d.submitting = true;
+  const QueueIndex outer_reads_queue = settled_reads_queue_;  // another device's, if nested
+  settled_reads_queue_ = sched::kNoQueue;
   const std::uint64_t t0 = e.trace ? uv_hrtime() : 0;
   std::size_t submitted = 0;
   while (!d.window.empty()) {
@@ -110,6 +112,7 @@ void Submitter::submit_window(std::uint32_t device) {
     submitted += cmds.size();
     d.window.end_batch();
   }
+  settled_reads_queue_ = outer_reads_queue;
   d.submitting = false;
   d.reads_in_window = false;
   for (Queue& q : d.queues) q.unfinished_from = 0;
@@ -235,6 +238,14 @@ QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
   for (const Access& a : c.accesses) views.push_back({&a.rec->hazards, a.write});
   if (auto q = sched::continued_queue(views.span(), d.load.size(), e)) return *q;
   if (auto q = consumer_queue(d, c)) return *q;
+  // Reads of settled data submitted together (a burst) share one queue:
+  // spread over the least loaded queues, each queue they touch costs a
+  // flush per window. They have nothing to overlap with on the device but
+  // each other, and a copy engine takes them one after another anyway.
+  if (std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; })) {
+    if (settled_reads_queue_ == sched::kNoQueue) settled_reads_queue_ = sched::least_loaded(d.load);
+    return settled_reads_queue_;
+  }
   return sched::least_loaded(d.load);
 }
 

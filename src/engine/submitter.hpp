@@ -83,6 +83,9 @@ struct Submitter {
   // submitted (place() looks ahead for a fresh command's consumer).
   const Command* batch_next_ = nullptr;
   const Command* batch_end_ = nullptr;
+  // The queue this window submission gave a command that writes nothing on
+  // the device and continues no chain (a read of settled data), if any.
+  QueueIndex settled_reads_queue_ = sched::kNoQueue;
 };
 
 }  // namespace uvcl

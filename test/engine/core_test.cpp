@@ -204,6 +204,30 @@ TEST_F(Core, ReadsIssuedInABurstShareOneSubmission) {
   EXPECT_EQ(submitted_at_once_of_reads_between_fills(eng()), 80u) << "opencl.read_burst_us 0: every read at once";
 }
 
+// Reads of data nothing is writing, issued in a burst, go to one queue: one
+// flush for the burst, where spread over the least loaded queues each of
+// the eight queues they touched needed its own.
+TEST_F(Core, ReadsOfSettledDataInABurstShareOneQueue) {
+  Config c = test_config();
+  c.read_burst_us = kMaxReadBurstUs;
+  c.queues = 8;
+  make_engine(c);
+  const Buffer x = upload(std::vector<std::uint32_t>(16, 6));
+  ASSERT_TRUE(eng().finish().ok());
+  constexpr int kReads = 40;
+  int good = 0;
+  const std::uint64_t flushes0 = eng().stats().flushes;
+  for (int i = 0; i < kReads; ++i)
+    ASSERT_TRUE(eng().read(x, 0, 64, [&](Result<std::span<const std::byte>> d) {
+      ASSERT_TRUE(d.ok()) << d.error().to_string();
+      if (words(*d) == std::vector<std::uint32_t>(16, 6)) ++good;
+    }).ok());
+  ASSERT_TRUE(eng().run_until([&] { return good == kReads; }).ok());
+  EXPECT_EQ(good, kReads);
+  // The burst's first read goes out alone (a flush), the other 39 together.
+  EXPECT_LE(eng().stats().flushes - flushes0, 2u) << "the burst's reads were spread over queues";
+}
+
 // A read is a sync point again once the burst is over: after a pause, or in
 // the next loop iteration, it is on the device at once.
 TEST_F(Core, AReadAfterAPauseOrALoopTurnGoesOutAtOnce) {
