@@ -390,10 +390,16 @@ void Engine::Impl::end_spin_if_due(bool busy) {
   for (const auto& d : devices)
     for (Queue& q : d->queues) {
       if (q.callback_after_spin == 0) continue;
-      const CommandRec* r = commands.find(q.callback_after_spin);
-      if (r && r->event && !sched::device_done(r->state)) ask_callback(*d, r->event);
+      ask_callback_for(*d, q.callback_after_spin);
       q.callback_after_spin = 0;
     }
+}
+
+void Engine::Impl::ask_callback_for(const DeviceCtx& d, CommandId id) {
+  const CommandRec* r = commands.find(id);
+  if (!r || sched::device_done(r->state) || r->queue == sched::kNoQueue) return;
+  const CommandRec* by = r->event ? r : completion.completed_by(d, id, r->queue);
+  if (by && by->event) ask_callback(d, by->event);
 }
 
 void Engine::Impl::ask_callback(const DeviceCtx& d, cl_event ev) {

@@ -118,6 +118,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // the driver's callback (EngineStats::callbacks), or on a device whose
   // completion is polled for, the timer's polls from kFirstPollUs.
   void ask_callback(const DeviceCtx& d, cl_event ev);
+  // The same for command `id` if it still runs: its own event, or the one
+  // that completes it on its queue (a read sharing a later read's event).
+  void ask_callback_for(const DeviceCtx& d, CommandId id);
   void end_spin_if_due(bool busy);  // update_busy's part for Config::spin_us
   void schedule_polls(bool busy);   // update_busy's part for Config::completion Poll
   bool busy() const;      // the loop must keep turning for the engine

@@ -34,7 +34,24 @@ cl_event Submitter::fence(DeviceCtx& d, QueueIndex q) {
 }
 
 bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
-  return d.event_per_command || c.wants_callback || c.op == Op::Timed || c.op == Op::CrossWrite || e.trace != nullptr;
+  if (d.event_per_command || c.op == Op::Timed || c.op == Op::CrossWrite || e.trace != nullptr) return true;
+  return c.wants_callback && !completed_by_next_read(d, c);
+}
+
+// A small read of settled data, followed in the batch by another read of
+// settled data — which goes to the same queue (place()) — needs no event of
+// its own: the later read's completes it on the in-order queue, and the
+// burst's reads are delivered together. Whatever the later read becomes,
+// the queue's next event or the fence at the flush completes this one.
+bool Submitter::completed_by_next_read(const DeviceCtx& d, const Command& c) const {
+  if (!placed_settled_read_ || c.op != Op::Read || c.bytes > kSharedReadMaxBytes || shared_reads_ + 1 >= kSharedReads)
+    return false;
+  if (batch_next_ == nullptr || batch_next_ == batch_end_) return false;
+  const Command& y = *batch_next_;
+  if (y.op != Op::Read) return false;
+  sched::ScratchList<sched::AccessView, 8> views;
+  for (const Access& a : y.accesses) views.push_back({&a.rec->hazards, a.write});
+  return !sched::continued_queue(views.span(), d.load.size(), e);
 }
 
 // --- windows ----------------------------------------------------------------
@@ -94,6 +111,7 @@ void Submitter::submit_window(std::uint32_t device) {
   d.submitting = true;
   const QueueIndex outer_reads_queue = settled_reads_queue_;  // another device's, if nested
   settled_reads_queue_ = sched::kNoQueue;
+  shared_reads_ = 0;
   const std::uint64_t t0 = e.trace ? uv_hrtime() : 0;
   std::size_t submitted = 0;
   while (!d.window.empty()) {
@@ -232,6 +250,7 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
 }
 
 QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
+  placed_settled_read_ = false;
   if (c.op == Op::Timed) return d.profiling_queue();
   if (c.op == Op::CrossWrite) return sched::kNoQueue;
   sched::ScratchList<sched::AccessView, 8> views;
@@ -244,6 +263,7 @@ QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
   // each other, and a copy engine takes them one after another anyway.
   if (std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; })) {
     if (settled_reads_queue_ == sched::kNoQueue) settled_reads_queue_ = sched::least_loaded(d.load);
+    placed_settled_read_ = true;
     return settled_reads_queue_;
   }
   return sched::least_loaded(d.load);
@@ -337,6 +357,7 @@ bool Submitter::enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const st
     }
   }
   done.own_event = needs_own_event(d, c);
+  if (placed_settled_read_) shared_reads_ = done.own_event ? 0 : shared_reads_ + 1;
   const char* call = "";
   cl_int rc = CL_SUCCESS;
   if (c.op == Op::CrossWrite) {
@@ -428,8 +449,7 @@ void Submitter::watch(const DeviceCtx& d, Queue& queue, const Command& c) {
 void Submitter::ask_callbacks(DeviceCtx& d) {
   for (Queue& q : d.queues) {
     if (q.callback_on == 0) continue;
-    const CommandRec* r = e.commands.find(q.callback_on);
-    if (r && r->event && !sched::device_done(r->state)) e.ask_callback(d, r->event);
+    e.ask_callback_for(d, q.callback_on);
     q.callback_on = 0;
   }
 }

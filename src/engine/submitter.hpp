@@ -51,6 +51,11 @@ struct Submitter {
   void ask_callbacks(DeviceCtx& d);
   // Whether the command gets an event of its own.
   bool needs_own_event(const DeviceCtx& d, const Command& c) const;
+  // Reads of a burst that share the event of a later read of theirs: at
+  // most this many in a row, each at most kSharedReadMaxBytes, so the first
+  // waits for at most that many more small transfers.
+  static constexpr unsigned kSharedReads = 16;
+  static constexpr std::size_t kSharedReadMaxBytes = 64 * 1024;
 
  private:
   // A command's record, and the holds it keeps on its buffers and kernel
@@ -86,6 +91,9 @@ struct Submitter {
   // The queue this window submission gave a command that writes nothing on
   // the device and continues no chain (a read of settled data), if any.
   QueueIndex settled_reads_queue_ = sched::kNoQueue;
+  bool placed_settled_read_ = false;  // place() put the command being submitted there
+  unsigned shared_reads_ = 0;         // reads in a row on that queue without an event
+  bool completed_by_next_read(const DeviceCtx& d, const Command& c) const;
 };
 
 }  // namespace uvcl

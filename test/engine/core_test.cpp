@@ -228,6 +228,35 @@ TEST_F(Core, ReadsOfSettledDataInABurstShareOneQueue) {
   EXPECT_LE(eng().stats().flushes - flushes0, 2u) << "the burst's reads were spread over queues";
 }
 
+// Where only awaited commands get events (as on a GPU), the small reads of
+// such a burst share them: a read followed by another on its queue is
+// completed by that one's event, at most 16 reads to an event. Each still
+// gets its own data.
+TEST_F(Core, SmallReadsOfABurstShareEvents) {
+  Config c = test_config();
+  c.read_burst_us = kMaxReadBurstUs;
+  c.command_events = CommandEvents::Awaited;
+  make_engine(c);
+  constexpr int kReads = 64;
+  std::vector<Buffer> bufs;
+  for (std::uint32_t i = 0; i < kReads; ++i) bufs.push_back(upload(std::vector<std::uint32_t>(16, i)));
+  ASSERT_TRUE(eng().finish().ok());
+  std::vector<std::uint32_t> seen(kReads, 0xffffffffu);
+  int done = 0;
+  const std::uint64_t events0 = eng().stats().events;
+  for (int i = 0; i < kReads; ++i)
+    ASSERT_TRUE(eng().read(bufs[static_cast<std::size_t>(i)], 0, 64, [&, i](Result<std::span<const std::byte>> d) {
+      ASSERT_TRUE(d.ok()) << d.error().to_string();
+      seen[static_cast<std::size_t>(i)] = words(*d)[15];
+      ++done;
+    }).ok());
+  ASSERT_TRUE(eng().run_until([&] { return done == kReads; }).ok());
+  for (std::uint32_t i = 0; i < kReads; ++i) EXPECT_EQ(seen[i], i) << "read " << i;
+  // The first read alone, then 63 in runs of at most 16: 1 + 4 events (and
+  // any fence), not 64.
+  EXPECT_LE(eng().stats().events - events0, 8u) << "an event per read of the burst";
+}
+
 // A read is a sync point again once the burst is over: after a pause, or in
 // the next loop iteration, it is on the device at once.
 TEST_F(Core, AReadAfterAPauseOrALoopTurnGoesOutAtOnce) {
