@@ -55,7 +55,7 @@ struct Submitter {
   // most this many in a row, each at most kSharedReadMaxBytes, so the first
   // waits for at most that many more small transfers.
   static constexpr unsigned kSharedReads = 16;
-  static constexpr std::size_t kSharedReadMaxBytes = 64 * 1024;
+  static constexpr std::size_t kSharedReadMaxBytes = std::size_t{64} * 1024;
 
  private:
   // A command's record, and the holds it keeps on its buffers and kernel
