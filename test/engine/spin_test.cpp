@@ -61,6 +61,29 @@ TEST(SpinTest, SpinsWhileAReadIsInFlightAndStopsWhenIdle) {
   EXPECT_GT(r.spin_ns, 0u) << "the spinning is not reported";
 }
 
+// A one-work-item kernel that runs for about `ms` and writes its result to
+// `out`; `expect` is what it writes. Launched, not waited for.
+void launch_slow_kernel(Engine& e, std::uint32_t seed, double ms, Buffer& out, std::uint32_t& expect) {
+  auto p = e.compile_sync(0, util::kKernels);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto spin = e.kernel(*p, "spin");
+  ASSERT_TRUE(spin.ok());
+  auto in = e.allocate(0, 4), made = e.allocate(0, 4);
+  ASSERT_TRUE(in.ok() && made.ok());
+  out = *made;
+  ASSERT_TRUE(e.write(*in, 0, bytes_of(std::vector<std::uint32_t>{seed})).ok());
+  const std::uint32_t iters = util::spin_iters_for(e, *spin, ms);
+  ASSERT_TRUE(e.finish().ok());
+  expect = util::lcg_steps(seed, iters);
+  ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(out), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
+}
+
+std::uint32_t word_of(std::span<const std::byte> d) {
+  std::uint32_t v = 0;
+  std::memcpy(&v, d.data(), sizeof v);
+  return v;
+}
+
 // Spinning ends (its deadline passes) while the read still runs behind a
 // slow kernel: the driver's callback, asked for only then, must still bring
 // the read's completion.
@@ -71,23 +94,14 @@ TEST(SpinTest, AReadOutlastingTheSpinStillCompletes) {
   auto made = Engine::create(c);
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   Engine& e = **made;
-  auto p = e.compile_sync(0, util::kKernels);
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto spin = e.kernel(*p, "spin");
-  ASSERT_TRUE(spin.ok());
-  const std::vector<std::uint32_t> seed = {5};
-  auto in = e.allocate(0, 4), out = e.allocate(0, 4);
-  ASSERT_TRUE(in.ok() && out.ok());
-  ASSERT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
-  const std::uint32_t iters = util::spin_iters_for(e, *spin, 100);
-  ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(*out), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
+  Buffer out;
+  std::uint32_t expect = 0;
+  launch_slow_kernel(e, 5, 100, out, expect);
   bool got = false;
-  ASSERT_TRUE(e.read(*out, 0, 4, [&](Result<std::span<const std::byte>> r) {
+  ASSERT_TRUE(e.read(out, 0, 4, [&](Result<std::span<const std::byte>> r) {
     got = true;
     ASSERT_TRUE(r.ok()) << r.error().to_string();
-    std::uint32_t v = 0;
-    std::memcpy(&v, r->data(), 4);
-    EXPECT_EQ(v, util::lcg_steps(seed[0], iters));
+    EXPECT_EQ(word_of(*r), expect);
   }).ok());
   uv_run(e.loop(), UV_RUN_DEFAULT);
   EXPECT_TRUE(got);
@@ -108,26 +122,16 @@ TEST(SpinTest, ReadsStillRunningWhenTheSpinEndsAskOneCallbackPerQueue) {
   auto made = Engine::create(c);
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   Engine& e = **made;
-  auto p = e.compile_sync(0, util::kKernels);
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto spin = e.kernel(*p, "spin");
-  ASSERT_TRUE(spin.ok());
-  const std::vector<std::uint32_t> seed = {7};
-  auto in = e.allocate(0, 4), out = e.allocate(0, 4);
-  ASSERT_TRUE(in.ok() && out.ok());
-  ASSERT_TRUE(e.write(*in, 0, bytes_of(seed)).ok());
-  ASSERT_TRUE(e.finish().ok());
-  const std::uint32_t iters = util::spin_iters_for(e, *spin, 250);
+  Buffer out;
+  std::uint32_t expect = 0;
+  launch_slow_kernel(e, 7, 250, out, expect);
   const std::uint64_t callbacks0 = e.stats().callbacks;
-  ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(*out), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
   constexpr int kReads = 300;
   int good = 0;
   for (int i = 0; i < kReads; ++i)
-    ASSERT_TRUE(e.read(*out, 0, 4, [&](Result<std::span<const std::byte>> r) {
+    ASSERT_TRUE(e.read(out, 0, 4, [&](Result<std::span<const std::byte>> r) {
       ASSERT_TRUE(r.ok()) << r.error().to_string();
-      std::uint32_t v = 0;
-      std::memcpy(&v, r->data(), 4);
-      if (v == util::lcg_steps(seed[0], iters)) ++good;
+      if (word_of(*r) == expect) ++good;
     }).ok());
   ASSERT_TRUE(e.run_until([&] { return good == kReads; }).ok());
   EXPECT_EQ(good, kReads);
