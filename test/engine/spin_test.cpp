@@ -96,7 +96,7 @@ TEST(SpinTest, AReadOutlastingTheSpinStillCompletes) {
   Engine& e = **made;
   Buffer out;
   std::uint32_t expect = 0;
-  launch_slow_kernel(e, 5, 100, out, expect);
+  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(e, 5, 100, out, expect));
   bool got = false;
   ASSERT_TRUE(e.read(out, 0, 4, [&](Result<std::span<const std::byte>> r) {
     got = true;
@@ -124,7 +124,7 @@ TEST(SpinTest, ReadsStillRunningWhenTheSpinEndsAskOneCallbackPerQueue) {
   Engine& e = **made;
   Buffer out;
   std::uint32_t expect = 0;
-  launch_slow_kernel(e, 7, 250, out, expect);
+  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(e, 7, 250, out, expect));
   const std::uint64_t callbacks0 = e.stats().callbacks;
   constexpr int kReads = 300;
   int good = 0;
