@@ -7,6 +7,7 @@
 //   flush_...      fences what has no event, then clFlush
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "engine/engine_impl.hpp"
 #include "sched/scratch_list.hpp"
@@ -44,7 +45,7 @@ bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
 // burst's reads are delivered together. Whatever the later read becomes,
 // the queue's next event or the fence at the flush completes this one.
 bool Submitter::completed_by_next_read(const DeviceCtx& d, const Command& c) const {
-  if (!placed_settled_read_ || c.op != Op::Read || c.bytes > kSharedReadMaxBytes || shared_reads_ + 1 >= kSharedReads)
+  if (!settled_.placing || c.op != Op::Read || c.bytes > kSharedReadMaxBytes || settled_.shared + 1 >= kSharedReads)
     return false;
   if (batch_next_ == nullptr || batch_next_ == batch_end_) return false;
   const Command& y = *batch_next_;
@@ -109,9 +110,7 @@ void Submitter::submit_window(std::uint32_t device) {
   // the window behind the commands being submitted; the loop below takes it.
   if (d.window.empty() || d.submitting) return;
   d.submitting = true;
-  const QueueIndex outer_reads_queue = settled_reads_queue_;  // another device's, if nested
-  settled_reads_queue_ = sched::kNoQueue;
-  shared_reads_ = 0;
+  const SettledReads outer_settled = std::exchange(settled_, {});  // another device's, if nested
   const std::uint64_t t0 = e.trace ? uv_hrtime() : 0;
   std::size_t submitted = 0;
   while (!d.window.empty()) {
@@ -130,7 +129,7 @@ void Submitter::submit_window(std::uint32_t device) {
     submitted += cmds.size();
     d.window.end_batch();
   }
-  settled_reads_queue_ = outer_reads_queue;
+  settled_ = outer_settled;
   d.submitting = false;
   d.reads_in_window = false;
   for (Queue& q : d.queues) q.unfinished_from = 0;
@@ -250,7 +249,7 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
 }
 
 QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
-  placed_settled_read_ = false;
+  settled_.placing = false;
   if (c.op == Op::Timed) return d.profiling_queue();
   if (c.op == Op::CrossWrite) return sched::kNoQueue;
   sched::ScratchList<sched::AccessView, 8> views;
@@ -262,9 +261,9 @@ QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
   // flush per window. They have nothing to overlap with on the device but
   // each other, and a copy engine takes them one after another anyway.
   if (std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; })) {
-    if (settled_reads_queue_ == sched::kNoQueue) settled_reads_queue_ = sched::least_loaded(d.load);
-    placed_settled_read_ = true;
-    return settled_reads_queue_;
+    if (settled_.queue == sched::kNoQueue) settled_.queue = sched::least_loaded(d.load);
+    settled_.placing = true;
+    return settled_.queue;
   }
   return sched::least_loaded(d.load);
 }
@@ -357,7 +356,7 @@ bool Submitter::enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const st
     }
   }
   done.own_event = needs_own_event(d, c);
-  if (placed_settled_read_) shared_reads_ = done.own_event ? 0 : shared_reads_ + 1;
+  if (settled_.placing) settled_.shared = done.own_event ? 0 : settled_.shared + 1;
   const char* call = "";
   cl_int rc = CL_SUCCESS;
   if (c.op == Op::CrossWrite) {

@@ -88,11 +88,14 @@ struct Submitter {
   // submitted (place() looks ahead for a fresh command's consumer).
   const Command* batch_next_ = nullptr;
   const Command* batch_end_ = nullptr;
-  // The queue this window submission gave a command that writes nothing on
-  // the device and continues no chain (a read of settled data), if any.
-  QueueIndex settled_reads_queue_ = sched::kNoQueue;
-  bool placed_settled_read_ = false;  // place() put the command being submitted there
-  unsigned shared_reads_ = 0;         // reads in a row on that queue without an event
+  // Reads of settled data in the window being submitted (commands that
+  // write nothing on the device and continue no chain).
+  struct SettledReads {
+    QueueIndex queue = sched::kNoQueue;  // where the first of them went: the others follow
+    bool placing = false;                // place() put the command being submitted there
+    unsigned shared = 0;                 // reads in a row there without an event of their own
+  };
+  SettledReads settled_;
   bool completed_by_next_read(const DeviceCtx& d, const Command& c) const;
 };
 
