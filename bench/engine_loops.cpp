@@ -40,9 +40,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: engine_loops launches|reads|writes [DEVICE [gpu]]\n");
     return 2;
   }
-  const auto device = static_cast<std::uint32_t>(argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 0);
+  std::uint32_t device = 0;
+  if (argc > 2) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(argv[2], &end, 10);
+    if (end == argv[2] || *end != '\0' || v > 1024) {
+      std::fprintf(stderr, "engine_loops: DEVICE: expected a device index, got \"%s\"\n", argv[2]);
+      return 2;
+    }
+    device = static_cast<std::uint32_t>(v);
+  }
+  if (argc > 3 && (argc > 4 || std::strcmp(argv[3], "gpu") != 0)) {
+    std::fprintf(stderr, "engine_loops: expected \"gpu\" or nothing after DEVICE, got \"%s\"\n", argv[argc > 4 ? 4 : 3]);
+    return 2;
+  }
   Config config;
-  if (argc > 3 && std::strcmp(argv[3], "gpu") == 0) {
+  if (argc > 3) {
     config.queues = kAutoGpuQueues;
     config.spin_us = kAutoSpinUs;
     config.read_burst_us = kAutoReadBurstUs;
