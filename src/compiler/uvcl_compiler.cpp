@@ -4,7 +4,7 @@
 // pathological source can overflow the compiler's stack: on the engine's
 // loop thread that froze every connection of a server for the length of a
 // build, and a crash took the server down. The engine therefore builds in
-// this program, started with uv_spawn and spoken to over a pipe
+// this program, started with posix_spawn and spoken to over a pipe
 // (src/engine/compiler_process.cpp): a build that blocks blocks only here,
 // and a crash kills only this process.
 //

@@ -54,37 +54,30 @@ Result<CompilerProcess*> CompilerProcess::spawn(uv_loop_t* loop, const Settings&
   uv_pipe_init(loop, &c->to_child_, 0);
   uv_pipe_init(loop, &c->from_child_, 0);
   uv_timer_init(loop, &c->timer_);
-  c->to_child_.data = c->from_child_.data = c->timer_.data = c->process_.data = c;
+  c->to_child_.data = c->from_child_.data = c->timer_.data = c;
   c->open_handles_ = 3;
 
   std::vector<char*> argv;
   argv.push_back(c->settings_.path.data());
   for (std::string& a : c->settings_.args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  uv_stdio_container_t stdio[3];
-  stdio[0].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_READABLE_PIPE);
-  stdio[0].data.stream = reinterpret_cast<uv_stream_t*>(&c->to_child_);
-  stdio[1].flags = static_cast<uv_stdio_flags>(UV_CREATE_PIPE | UV_WRITABLE_PIPE);
-  stdio[1].data.stream = reinterpret_cast<uv_stream_t*>(&c->from_child_);
-  stdio[2].flags = UV_INHERIT_FD;  // its messages (a crash report) go where the engine's go
-  stdio[2].data.fd = 2;
-  uv_process_options_t options{};
-  options.exit_cb = &CompilerProcess::on_exit;
-  options.file = c->settings_.path.c_str();
-  options.args = argv.data();
-  options.stdio_count = 3;
-  options.stdio = stdio;
-  const int rc = uv_spawn(loop, &c->process_, &options);
-  ++c->open_handles_;  // initialised even when the spawn failed: it must be closed too
-  if (rc != 0) {
+  int rc = c->child_.start(loop, [c](const loop::ChildExit& e) { c->on_exit(e); });
+  if (c->child_.initialised()) ++c->open_handles_;
+  const char* what = "uv_signal_start(SIGCHLD)";
+  if (rc == 0) {
+    what = "posix_spawn";
+    rc = loop::spawn_piped(c->settings_.path.c_str(), argv.data(), &c->to_child_, &c->from_child_);
+  }
+  if (rc < 0) {
     c->owner_ = nullptr;
     c->closing_ = true;
-    c->exited_ = true;
     for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&c->to_child_), reinterpret_cast<uv_handle_t*>(&c->from_child_),
-                           reinterpret_cast<uv_handle_t*>(&c->timer_), reinterpret_cast<uv_handle_t*>(&c->process_)})
+                           reinterpret_cast<uv_handle_t*>(&c->timer_)})
       c->close_handle(h);
-    return Error{Status::KernelCompilation, "uv_spawn(" + settings.path + "): " + uv_strerror(rc)};
+    if (c->child_.initialised()) c->close_handle(c->child_.handle());
+    return Error{Status::KernelCompilation, std::string(what) + "(" + settings.path + "): " + uv_strerror(rc)};
   }
+  c->child_.watch(rc);
   uv_read_start(
       reinterpret_cast<uv_stream_t*>(&c->from_child_),
       [](uv_handle_t* h, std::size_t, uv_buf_t* buf) {
@@ -93,7 +86,7 @@ Result<CompilerProcess*> CompilerProcess::spawn(uv_loop_t* loop, const Settings&
       },
       &CompilerProcess::on_read);
   for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&c->to_child_), reinterpret_cast<uv_handle_t*>(&c->from_child_),
-                         reinterpret_cast<uv_handle_t*>(&c->timer_), reinterpret_cast<uv_handle_t*>(&c->process_)})
+                         reinterpret_cast<uv_handle_t*>(&c->timer_), c->child_.handle()})
     uv_unref(h);
   return c;
 }
@@ -196,23 +189,21 @@ void CompilerProcess::on_timer(uv_timer_t* t) {
                                                   ": it was killed; the source is not built"});
 }
 
-void CompilerProcess::on_exit(uv_process_t* p, std::int64_t exit_status, int term_signal) {
-  auto* self = static_cast<CompilerProcess*>(p->data);
-  self->exited_ = true;
-  if (self->closing_) {
-    self->close_handle(reinterpret_cast<uv_handle_t*>(p));
+void CompilerProcess::on_exit(const loop::ChildExit& exit) {
+  if (closing_) {
+    close_handle(child_.handle());
     return;
   }
-  const std::string how = term_signal != 0 ? "crashed (" + signal_name(term_signal) + ")"
-                                           : "exited with status " + std::to_string(exit_status);
-  if (!self->ready_) {
-    self->lose(Lost::Unavailable, Error{Status::KernelCompilation, "uvcl-compiler " + how + " before it was ready"});
-  } else if (self->busy()) {
-    self->lose(Lost::Failed, Error{Status::KernelCompilation, "the OpenCL compiler " + how + " while building " +
-                                                                  build_name(self->program_) +
-                                                                  "; the source is not built"});
+  const std::string how = exit.unknown  ? "ended (its exit was reaped elsewhere in the process)"
+                          : exit.signal ? "crashed (" + signal_name(exit.signal) + ")"
+                                        : "exited with status " + std::to_string(exit.status);
+  if (!ready_) {
+    lose(Lost::Unavailable, Error{Status::KernelCompilation, "uvcl-compiler " + how + " before it was ready"});
+  } else if (busy()) {
+    lose(Lost::Failed, Error{Status::KernelCompilation, "the OpenCL compiler " + how + " while building " +
+                                                        build_name(program_) + "; the source is not built"});
   } else {
-    self->lose(Lost::Idle, Error{Status::KernelCompilation, "uvcl-compiler " + how + " while idle"});
+    lose(Lost::Idle, Error{Status::KernelCompilation, "uvcl-compiler " + how + " while idle"});
   }
 }
 
@@ -228,16 +219,16 @@ void CompilerProcess::close() {
   if (closing_) return;
   closing_ = true;
   owner_ = nullptr;
-  if (!exited_) {
-    uv_process_kill(&process_, SIGKILL);
+  if (!child_.reaped()) {
+    child_.kill(SIGKILL);
     // Keep the loop up until the child is reaped: no zombie is left, and the
     // handle closes before a caller's uv_loop_close.
-    uv_ref(reinterpret_cast<uv_handle_t*>(&process_));
+    uv_ref(child_.handle());
   }
   close_handle(reinterpret_cast<uv_handle_t*>(&to_child_));
   close_handle(reinterpret_cast<uv_handle_t*>(&from_child_));
   close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
-  if (exited_) close_handle(reinterpret_cast<uv_handle_t*>(&process_));
+  if (child_.reaped()) close_handle(child_.handle());
 }
 
 void CompilerProcess::close_handle(uv_handle_t* h) {

@@ -4,13 +4,14 @@
 // PoCL builds inside clBuildProgram on the calling thread, for seconds, and
 // a pathological source crashes it; the engine's loop must do neither. So
 // the engine builds in a child process (src/compiler/uvcl_compiler.cpp):
-// uv_spawn starts it, one uv_pipe carries Build frames to its stdin,
-// another carries Result frames back from its stdout
-// (compiler/protocol.hpp), a uv_timer bounds each build
-// (opencl.compile_timeout_ms) and ends the process after it has been idle
-// for opencl.compiler_idle_ms, and the process handle's exit callback says
-// how it ended. Nothing here waits: spawn, write, read, kill and reap are
-// all libuv requests and callbacks.
+// loop::spawn_piped starts it (posix_spawn, not uv_spawn's fork: see
+// loop/spawn.hpp), one uv_pipe carries Build frames to its stdin, another
+// carries Result frames back from its stdout (compiler/protocol.hpp), a
+// uv_timer bounds each build (opencl.compile_timeout_ms) and ends the
+// process after it has been idle for opencl.compiler_idle_ms, and a SIGCHLD
+// handle (loop::ChildWatch) says how it ended. Nothing here waits: write,
+// read, kill and reap are libuv requests and callbacks, and the spawn
+// returns once the child has exec'd.
 //
 // One build at a time per process. The owner hears of each result
 // (on_result) and, exactly once, of the end of the process as far as it is
@@ -20,8 +21,8 @@
 //
 // Handles are unref'd while the owner holds the process: the engine's own
 // busy timer keeps the loop turning while a build is in flight. After
-// close() the process handle is ref'd, so the loop stays up until the killed
-// child is reaped.
+// close() the SIGCHLD handle is ref'd, so the loop stays up until the
+// killed child is reaped.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +33,7 @@
 #include <uv.h>
 
 #include "compiler/protocol.hpp"
+#include "loop/spawn.hpp"
 #include "uvcl/status.hpp"
 
 namespace uvcl {
@@ -70,9 +72,9 @@ class CompilerProcess {
   // said it is ready; the timeout runs from now.
   void build(compiler::BuildRequest request);
   bool busy() const { return program_ != 0; }
-  int pid() const { return process_.pid; }
+  int pid() const { return child_.pid(); }
   // Detaches the owner (no more calls to it) and ends the process: SIGKILL,
-  // pipes and timer closed, the process handle closed once the exit is
+  // pipes and timer closed, the SIGCHLD handle closed once the exit is
   // reaped; then the object frees itself.
   void close();
 
@@ -90,20 +92,19 @@ class CompilerProcess {
   void lose(Lost how, const Error& why);
   void start_idle_timer();
   void close_handle(uv_handle_t* h);
-  static void on_exit(uv_process_t* p, std::int64_t exit_status, int term_signal);
+  void on_exit(const loop::ChildExit& exit);
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf);
   static void on_timer(uv_timer_t* t);
   static void on_closed(uv_handle_t* h);
 
   Settings settings_;
   Owner* owner_;
-  uv_process_t process_{};
+  loop::ChildWatch child_;  // its pid and SIGCHLD handle
   uv_pipe_t to_child_{};    // its stdin
   uv_pipe_t from_child_{};  // its stdout
   uv_timer_t timer_{};
   int open_handles_ = 0;
   bool ready_ = false;    // the Ready frame came
-  bool exited_ = false;   // the exit callback ran (the child is reaped)
   bool closing_ = false;  // close() ran: the owner is detached
   std::uint64_t program_ = 0;  // the build in flight (0: none)
   std::optional<compiler::BuildRequest> unsent_;  // waiting for Ready
