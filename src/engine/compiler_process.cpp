@@ -61,7 +61,9 @@ Result<CompilerProcess*> CompilerProcess::spawn(uv_loop_t* loop, const Settings&
   argv.push_back(c->settings_.path.data());
   for (std::string& a : c->settings_.args) argv.push_back(a.data());
   argv.push_back(nullptr);
-  int rc = c->child_.start(loop, [c](const loop::ChildExit& e) { c->on_exit(e); });
+  int rc = c->child_.start(loop, c, [](void* self, const loop::ChildExit& e) {
+    static_cast<CompilerProcess*>(self)->on_exit(e);
+  });
   if (c->child_.initialised()) ++c->open_handles_;
   const char* what = "uv_signal_start(SIGCHLD)";
   if (rc == 0) {
@@ -74,7 +76,7 @@ Result<CompilerProcess*> CompilerProcess::spawn(uv_loop_t* loop, const Settings&
     for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&c->to_child_), reinterpret_cast<uv_handle_t*>(&c->from_child_),
                            reinterpret_cast<uv_handle_t*>(&c->timer_)})
       c->close_handle(h);
-    if (c->child_.initialised()) c->close_handle(c->child_.handle());
+    if (c->child_.initialised()) c->close_child_handle();
     return Error{Status::KernelCompilation, std::string(what) + "(" + settings.path + "): " + uv_strerror(rc)};
   }
   c->child_.watch(rc);
@@ -191,7 +193,7 @@ void CompilerProcess::on_timer(uv_timer_t* t) {
 
 void CompilerProcess::on_exit(const loop::ChildExit& exit) {
   if (closing_) {
-    close_handle(child_.handle());
+    close_child_handle();
     return;
   }
   const std::string how = exit.unknown  ? "ended (its exit was reaped elsewhere in the process)"
@@ -228,16 +230,27 @@ void CompilerProcess::close() {
   close_handle(reinterpret_cast<uv_handle_t*>(&to_child_));
   close_handle(reinterpret_cast<uv_handle_t*>(&from_child_));
   close_handle(reinterpret_cast<uv_handle_t*>(&timer_));
-  if (child_.reaped()) close_handle(child_.handle());
+  if (child_.reaped()) close_child_handle();
 }
 
 void CompilerProcess::close_handle(uv_handle_t* h) {
   if (!uv_is_closing(h)) uv_close(h, &CompilerProcess::on_closed);
 }
 
-void CompilerProcess::on_closed(uv_handle_t* h) {
-  auto* self = static_cast<CompilerProcess*>(h->data);
-  if (--self->open_handles_ == 0) delete self;
+// The pipes' and the timer's data is the process; the SIGCHLD handle's is
+// its ChildWatch, whose owner is the process.
+void CompilerProcess::close_child_handle() {
+  uv_handle_t* h = child_.handle();
+  if (!uv_is_closing(h))
+    uv_close(h, [](uv_handle_t* closed) {
+      static_cast<CompilerProcess*>(static_cast<loop::ChildWatch*>(closed->data)->owner())->handle_closed();
+    });
+}
+
+void CompilerProcess::on_closed(uv_handle_t* h) { static_cast<CompilerProcess*>(h->data)->handle_closed(); }
+
+void CompilerProcess::handle_closed() {
+  if (--open_handles_ == 0) delete this;
 }
 
 }  // namespace uvcl

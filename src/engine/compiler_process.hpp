@@ -92,6 +92,8 @@ class CompilerProcess {
   void lose(Lost how, const Error& why);
   void start_idle_timer();
   void close_handle(uv_handle_t* h);
+  void close_child_handle();
+  void handle_closed();  // frees the object after the last one
   void on_exit(const loop::ChildExit& exit);
   static void on_read(uv_stream_t* s, ssize_t nread, const uv_buf_t* buf);
   static void on_timer(uv_timer_t* t);

@@ -78,8 +78,9 @@ int spawn_piped(const char* file, char* const argv[], uv_pipe_t* in, uv_pipe_t* 
   return pid;
 }
 
-int ChildWatch::start(uv_loop_t* loop, OnExit on_exit) {
-  on_exit_ = std::move(on_exit);
+int ChildWatch::start(uv_loop_t* loop, void* owner, OnExit on_exit) {
+  owner_ = owner;
+  on_exit_ = on_exit;
   if (int rc = uv_signal_init(loop, &signal_); rc != 0) return rc;
   initialised_ = true;
   signal_.data = this;
@@ -104,7 +105,7 @@ void ChildWatch::check() {
   else return;  // stopped or continued: not an end
   reaped_ = true;
   uv_signal_stop(&signal_);
-  on_exit_(exit);
+  on_exit_(owner_, exit);
 }
 
 void ChildWatch::on_signal(uv_signal_t* s, int) { static_cast<ChildWatch*>(s->data)->check(); }

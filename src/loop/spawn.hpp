@@ -21,8 +21,6 @@
 //   reaps only its own pid (waitpid of that pid), never another child.
 #pragma once
 
-#include <functional>
-
 #include <uv.h>
 
 namespace uvcl::loop {
@@ -45,11 +43,12 @@ struct ChildExit {
 // it; waitpid(pid, WNOHANG) says whether the signal was this child's.
 class ChildWatch {
  public:
-  using OnExit = std::function<void(const ChildExit&)>;
+  using OnExit = void (*)(void* owner, const ChildExit& exit);
   // Initialises and starts the handle, before the spawn (see the contract).
   // A negative libuv error when it cannot; the handle must be closed when
-  // initialised(), even then.
-  int start(uv_loop_t* loop, OnExit on_exit);
+  // initialised(), even then. The handle's data is this ChildWatch.
+  int start(uv_loop_t* loop, void* owner, OnExit on_exit);
+  void* owner() const { return owner_; }
   bool initialised() const { return initialised_; }
   // The pid to reap, once spawned. Its exit is heard from the loop, never
   // during this call: the SIGCHLD callback runs in a later loop step.
@@ -66,7 +65,8 @@ class ChildWatch {
   void check();
   static void on_signal(uv_signal_t* s, int signum);
   uv_signal_t signal_{};
-  OnExit on_exit_;
+  void* owner_ = nullptr;
+  OnExit on_exit_ = nullptr;
   int pid_ = 0;
   bool initialised_ = false;
   bool reaped_ = false;

@@ -39,7 +39,7 @@ struct Child {
   }
   // The result of spawn_piped: a pid, or a negative errno.
   int start(std::vector<std::string> args) {
-    EXPECT_EQ(watch.start(&loop, [this](const ChildExit& e) { exit = e; }), 0);
+    EXPECT_EQ(watch.start(&loop, this, [](void* self, const ChildExit& e) { static_cast<Child*>(self)->exit = e; }), 0);
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
