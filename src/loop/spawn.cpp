@@ -7,9 +7,7 @@
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
-extern char** environ;
+#include <unistd.h>  // environ (_GNU_SOURCE)
 
 namespace uvcl::loop {
 
