@@ -123,6 +123,11 @@ Result<void> Engine::Impl::init_devices() {
     const bool nvidia = dev.info.platform_name.find("NVIDIA") != std::string::npos;
     d->poll_completion = config.completion == CompletionMode::Poll || (config.completion == CompletionMode::Auto && nvidia);
     d->staging = std::make_unique<StagingPool>(*api, d->context, d->map_queue);
+    // The first small read or write then maps nothing on the loop.
+    if (auto r = d->staging->reserve_slab(); !r) {
+      devices.push_back(std::move(d));
+      return std::move(r).error().context(where);
+    }
     if (config.debug_backends)
       std::fprintf(stderr, "uvcl: %s: %u queues, window %u, %llu bytes global memory\n", where.c_str(), n,
                    config.window, static_cast<unsigned long long>(dev.info.global_memory));

@@ -2,6 +2,7 @@
 
 #include <bit>
 #include <string>
+#include <utility>
 
 namespace uvcl {
 
@@ -15,7 +16,17 @@ StagingPool::~StagingPool() {
     for (Staging& s : blocks)
       if (!s.in_slab) destroy(s);
   for (Staging& s : slabs_) destroy(s);
-  if (free_blocks_ > 0 || !slabs_.empty()) api_.clFinish(queue_);
+  const bool mapped = free_blocks_ > 0 || !slabs_.empty() || spare_slab_;
+  if (spare_slab_) destroy(spare_slab_);
+  if (mapped) api_.clFinish(queue_);
+}
+
+Result<void> StagingPool::reserve_slab() {
+  if (spare_slab_) return {};
+  auto slab = map_new(kSlabBytes);
+  if (!slab) return std::move(slab).error();
+  spare_slab_ = slab.value();
+  return {};
 }
 
 Result<Staging> StagingPool::acquire(std::size_t bytes) {
@@ -34,9 +45,12 @@ Result<Staging> StagingPool::acquire(std::size_t bytes) {
       return s;
     }
   if (want <= kSlabBlockMax) {
-    auto slab = map_new(kSlabBytes);
-    if (!slab) return std::move(slab).error();
-    slabs_.push_back(slab.value());
+    if (!spare_slab_) {
+      auto slab = map_new(kSlabBytes);
+      if (!slab) return std::move(slab).error();
+      spare_slab_ = slab.value();
+    }
+    const Staging* slab = &slabs_.emplace_back(std::exchange(spare_slab_, Staging{}));
     auto* base = static_cast<unsigned char*>(slab->ptr);
     for (std::size_t off = want; off + want <= kSlabBytes; off += want) {
       free_[size_class(want)].push_back(Staging{slab->mem, base + off, want, true});

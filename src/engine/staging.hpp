@@ -44,6 +44,10 @@ class StagingPool {
   // carries maps and unmaps only, so the map never waits behind a transfer
   // (nor behind one that waits on a user event only the loop can complete).
   Result<Staging> acquire(std::size_t bytes);
+  // Maps one slab ahead of the first small block asked for, so that the
+  // first read or write does not hold the loop for the map (a millisecond
+  // and more on NVIDIA's OpenCL; Engine::create pays it instead).
+  Result<void> reserve_slab();
   void give_back(Staging s);
   std::size_t blocks_live() const { return live_; }
   std::size_t bytes_live() const { return live_bytes_; }
@@ -58,6 +62,7 @@ class StagingPool {
   // keep their storage, so taking and giving back a block allocates nothing
   // (a tree node per give_back did, once per awaited read).
   std::array<std::vector<Staging>, 64> free_;
+  Staging spare_slab_;  // reserve_slab's, not yet carved into blocks
   std::size_t free_blocks_ = 0;
   std::vector<Staging> slabs_;  // whole slabs, released with the pool
   std::size_t cached_ = 0;

@@ -62,6 +62,30 @@ TEST(Counting, LiveObjectsWhileRunning) {
   EXPECT_EQ(live.delta("all"), 0);
 }
 
+// The engine maps its first pinned slab when it is created: the first small
+// read, on the loop, creates and maps no staging buffer (a millisecond and
+// more on NVIDIA's OpenCL).
+TEST(Counting, TheFirstSmallReadMapsNoStagingBlock) {
+  ASSERT_TRUE(shim_ok());
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config()).ok());
+  Engine& e = *le.engine;
+  auto b = e.allocate(0, 4096);
+  ASSERT_TRUE(b.ok());
+  const long maps = shim().calls("clEnqueueMapBuffer"), creates = shim().calls("clCreateBuffer");
+  bool done = false;
+  ASSERT_TRUE(e.read(*b, 0, 4096, [&](Result<std::span<const std::byte>> r) {
+                 EXPECT_TRUE(r.ok());
+                 done = true;
+               }).ok());
+  const double deadline = now_s() + 30;
+  ASSERT_TRUE(e.run_until([&] { return done || now_s() > deadline; }).ok());
+  ASSERT_TRUE(done) << "the read did not complete within 30 s";
+  EXPECT_EQ(shim().calls("clEnqueueMapBuffer") - maps, 0);
+  EXPECT_EQ(shim().calls("clCreateBuffer") - creates, 0);
+  EXPECT_EQ(le.destroy(), 0);
+}
+
 // Host memory still held (one block released with its write in flight, one
 // never released) is freed with the engine: no pinned buffer outlives it.
 TEST(Counting, HostMemoryIsFreedWithTheEngine) {
