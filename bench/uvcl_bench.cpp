@@ -2361,6 +2361,7 @@ StallResult stall_phase(Engine& e, std::size_t d, const std::string& src) {
 // process already running: what reaches the compiler.
 struct StallSet {
   StallResult cold, warm, cold_next, rebuild;
+  Json cold_driver, cold_next_driver;  // per entry point, with --cl-library
 };
 StallSet stall_set(Ctx& c, uvcl::CompileMode mode, const std::string& cache_dir = {}) {
   StallSet s;
@@ -2368,9 +2369,13 @@ StallSet stall_set(Ctx& c, uvcl::CompileMode mode, const std::string& cache_dir 
   const std::string src = unique_source();
   {
     auto eng = make_engine(c, 0, cache_dir, std::nullopt, std::nullopt, with_mode);
+    driver_time(c, 1);
     s.cold = stall_phase(*eng, c.local, src);
+    s.cold_driver = driver_time(c, 1);
     s.warm = stall_phase(*eng, c.local, src);
+    driver_time(c, 1);
     s.cold_next = stall_phase(*eng, c.local, unique_source());
+    s.cold_next_driver = driver_time(c, 1);
   }
   {
     auto eng = make_engine(c, 0, cache_dir, std::nullopt, std::nullopt, [mode](uvcl::Config& cfg) {
@@ -2425,6 +2430,10 @@ Json fig10(Ctx& c) {
     bwarm = us_since(t0);
   }
   fig["uvcl_cache_present"] = cached;
+  // Which driver calls the cold phases' holds are made of (per phase).
+  fig["driver"]["uvcl_cold"] = u.cold_driver;
+  fig["driver"]["uvcl_cold_next"] = u.cold_next_driver;
+  fig["driver"]["inline_cold"] = in.cold_driver;
   auto rows = [&](const char* phase, const StallResult& pu, const StallResult& pi, const StallResult* pc,
                   std::optional<double> bare_us) {
     const std::string p = phase;
