@@ -59,7 +59,9 @@ DESCRIPTIONS = {
          "it). The spin_us column repeats the alloc_host transfers and the copy with an engine whose loop polls "
          "for completions (opencl.spin_us 20000) instead of waiting for the driver's completion callback.",
     "5x": "A copy between two devices. uvcl copy() stages it through pinned host memory in 4 MiB chunks, reads "
-          "and writes overlapping; bare reads all of it into pinned memory, then writes it (blocking).",
+          "and writes overlapping; bare reads all of it into pinned memory, then writes it (blocking); "
+          "bare_chunked is uvcl's scheme written by hand (4 MiB chunks through a ring of 4 pinned blocks, "
+          "waits spinning on the event status).",
     "6": "Per iteration: allocate a 64 KiB temporary, a kernel writes it, a kernel reads it, release it (the "
          "release happens while both kernels are in flight). Against the same loop keeping every temporary "
          "alive until the end.",
@@ -426,7 +428,7 @@ def cmd_doc(a):
              "scripts/bench.sh --quick    # the same, smaller (a few minutes)\n"
              "build-bench/bench/uvcl_bench --list-devices\n"
              "build-bench/bench/uvcl_bench --figure 3 --device N --json out.json\n"
-             "# where each launch's host time goes, per OpenCL entry point (figures 1, 2 and 5 add\n"
+             "# where each launch's host time goes, per OpenCL entry point (figures 1, 2, 5, 5x, 6 and 10 add\n"
              "# \"driver\" tables), both sides timed through the same library:\n"
              "build-bench/bench/uvcl_bench --figure 2 --cl-library build-bench/bench/libuvcl_cl_timing.so\n"
              "# GPU machine: copy build-bench/bench/uvcl_bench and the libraries it links (libuvcl, libuv,\n"
