@@ -156,14 +156,30 @@ Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, Rea
     return Error{Status::DeviceLost, "read: device " + std::to_string(r.device) + " is lost"};
   auto staging = d.staging->acquire(bytes);
   if (!staging) return std::move(staging).error().context("read");
+  const std::uint32_t slot = e.transfers.park_read({std::move(on_data), staging.value(), bytes, r.device});
   enqueue_read(e, r, src, offset, bytes, staging->ptr,
-               [&e, dev = r.device, s = staging.value(), bytes, cb = std::move(on_data)](
-                   CommandId, const std::optional<Error>& err) {
-                 if (err) cb(*err);
-                 else cb(std::span<const std::byte>(static_cast<const std::byte*>(s.ptr), bytes));
-                 e.devices[dev]->staging->give_back(s);
-               });
+               [t = &e.transfers, slot](CommandId, const std::optional<Error>& err) { t->deliver_read(slot, err); });
   return {};
+}
+
+std::uint32_t Transfers::park_read(PendingRead read) {
+  if (free_read_slots.empty()) {
+    pending_reads.push_back(std::move(read));
+    return static_cast<std::uint32_t>(pending_reads.size() - 1);
+  }
+  const std::uint32_t slot = free_read_slots.back();
+  free_read_slots.pop_back();
+  pending_reads[slot] = std::move(read);
+  return slot;
+}
+
+void Transfers::deliver_read(std::uint32_t slot, const std::optional<Error>& error) {
+  // Out of its slot first: the callback may issue reads that reuse it.
+  PendingRead r = std::move(pending_reads[slot]);
+  free_read_slots.push_back(slot);
+  if (error) r.on_data(*error);
+  else r.on_data(std::span<const std::byte>(static_cast<const std::byte*>(r.staging.ptr), r.bytes));
+  e.devices[r.device]->staging->give_back(r.staging);
 }
 
 Result<void> Engine::read_into(Buffer src, std::size_t offset, std::span<std::byte> dst, DoneCallback on_done) {

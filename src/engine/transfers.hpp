@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "engine/records.hpp"
+#include "engine/staging.hpp"
+#include "uvcl/engine.hpp"
 
 namespace uvcl {
 
@@ -55,6 +57,21 @@ struct Transfers {
   Engine::Impl& e;
 
   std::unordered_map<std::uint64_t, CrossCopy> crosses;
+
+  // Reads into staging waiting for their data: the caller's callback and the
+  // block, in reused slots, so that a read's final hook captures a slot
+  // index and fits std::function's inline storage (no allocation per read).
+  struct PendingRead {
+    ReadCallback on_data;
+    Staging staging;
+    std::size_t bytes = 0;
+    std::uint32_t device = 0;
+  };
+  std::vector<PendingRead> pending_reads;
+  std::vector<std::uint32_t> free_read_slots;
+  std::uint32_t park_read(PendingRead read);
+  // Hands slot's data (or error) to its callback and the block back to its pool.
+  void deliver_read(std::uint32_t slot, const std::optional<Error>& error);
 
   CommandId cross_read(std::uint64_t xid, std::size_t i);  // enqueues chunk i's read; the caller counts reads_issued
   void release_held(CrossCopy& x);  // the last read is issued, or the copy ends
