@@ -153,17 +153,30 @@ TEST(Spawn, TheChildStartsWithDefaultSignalsAndNoneBlocked) {
 }
 
 TEST(Spawn, EachWatchReapsOnlyItsOwnChild) {
-  Child quick, slow;
-  ASSERT_GT(quick.start({"true"}), 0);
-  ASSERT_GT(slow.start({"sleep", "30"}), 0);
-  quick.run_to_exit();
-  // The quick child's SIGCHLD woke both watches; the slow child still runs.
-  uv_run(&slow.loop, UV_RUN_NOWAIT);
-  EXPECT_FALSE(slow.exit);
-  EXPECT_EQ(::waitpid(slow.pid, nullptr, WNOHANG), 0) << "the slow child was reaped by the wrong watch";
-  slow.watch.kill(SIGKILL);
-  slow.run_to_exit();
-  EXPECT_EQ(slow.exit->signal, SIGKILL);
+  // `other` has exited (a zombie, not reaped: WNOWAIT) before `first` runs
+  // its loop, so a watch reaping any child would take it.
+  Child other, first;
+  ASSERT_GT(other.start({"sh", "-c", "exit 7"}), 0);
+  siginfo_t info{};
+  ASSERT_EQ(::waitid(P_PID, static_cast<id_t>(other.pid), &info, WEXITED | WNOWAIT), 0);
+  ASSERT_GT(first.start({"true"}), 0);
+  first.run_to_exit();
+  EXPECT_EQ(first.exit->status, 0);
+  EXPECT_FALSE(first.exit->unknown);
+  EXPECT_FALSE(other.exit);
+  other.run_to_exit();
+  EXPECT_FALSE(other.exit->unknown) << "the other child was reaped by the wrong watch";
+  EXPECT_EQ(other.exit->status, 7);
+}
+
+TEST(Spawn, KillEndsTheChildWithThatSignal) {
+  Child c;
+  ASSERT_GT(c.start({"sleep", "30"}), 0);
+  uv_run(&c.loop, UV_RUN_NOWAIT);
+  EXPECT_FALSE(c.exit);
+  c.watch.kill(SIGKILL);
+  c.run_to_exit();
+  EXPECT_EQ(c.exit->signal, SIGKILL);
 }
 
 TEST(Spawn, AnExitReapedElsewhereIsReportedAsUnknown) {
