@@ -7,7 +7,12 @@
 //   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::read(*'
 //       --toggle-collect='uvcl::Engine::run_until(*' engine_loops reads
 //   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::write(*' engine_loops writes
+//   valgrind --tool=callgrind --toggle-collect='uvcl::Engine::allocate(*'
+//       --toggle-collect='uvcl::Engine::launch(*' --toggle-collect='uvcl::Engine::release(*'
+//       --toggle-collect='uvcl::Engine::finish(*' engine_loops frees
 //
+// ("frees" is figure 6's iteration: allocate a temporary, a kernel writes
+// it, another reads it, release it)
 // on the first device (PoCL here); a second argument picks another device by
 // index (for perf on a GPU), a third, "gpu", gives the engine what "auto"
 // gives a GPU (queues, spin, read bursts, events only where awaited, polled
@@ -32,12 +37,25 @@ int fail(const Error& e) {
 
 constexpr int kRounds = 3, kPerRound = 3000;
 
+// Figure 6's iteration: a temporary written by one kernel, read by the next,
+// released while both are in flight.
+Result<void> free_in_flight(Engine& e, std::uint32_t device, Buffer in, Buffer out, Launch& produce, Launch& consume) {
+  auto t = e.allocate(device, 4096);
+  if (!t) return t.error();
+  produce.args = {KernelArg::of(*t), KernelArg::of(in)};
+  consume.args = {KernelArg::of(out), KernelArg::of(*t)};
+  if (auto r = e.launch(produce); !r) return r;
+  if (auto r = e.launch(consume); !r) return r;
+  return e.release(*t);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
-  if (std::strcmp(mode, "launches") != 0 && std::strcmp(mode, "reads") != 0 && std::strcmp(mode, "writes") != 0) {
-    std::fprintf(stderr, "usage: engine_loops launches|reads|writes [DEVICE [gpu]]\n");
+  if (std::strcmp(mode, "launches") != 0 && std::strcmp(mode, "reads") != 0 && std::strcmp(mode, "writes") != 0 &&
+      std::strcmp(mode, "frees") != 0) {
+    std::fprintf(stderr, "usage: engine_loops launches|reads|writes|frees [DEVICE [gpu]]\n");
     return 2;
   }
   std::uint32_t device = 0;
@@ -67,8 +85,26 @@ int main(int argc, char** argv) {
   Engine& e = **made;
   auto b = e.allocate(device, 4096);
   if (!b) return fail(b.error());
+  auto out = e.allocate(device, 4096);
+  if (!out) return fail(out.error());
   std::vector<std::byte> bytes(4096);
-  Launch l;
+  Launch l, produce, consume;
+  if (std::strcmp(mode, "frees") == 0) {
+    auto p = e.compile_sync(device,
+                            "__kernel void produce(__global float* t, __global const float* in) {"
+                            "  t[get_global_id(0)] = in[get_global_id(0)] * 2.0f; }"
+                            "__kernel void consume(__global float* out, __global const float* t) {"
+                            "  out[get_global_id(0)] += t[get_global_id(0)]; }");
+    if (!p) return fail(p.error());
+    auto kp = e.kernel(*p, "produce");
+    auto kc = e.kernel(*p, "consume");
+    if (!kp) return fail(kp.error());
+    if (!kc) return fail(kc.error());
+    produce.kernel = *kp;
+    produce.global = {1024};
+    consume.kernel = *kc;
+    consume.global = {1024};
+  }
   if (std::strcmp(mode, "launches") == 0) {
     auto p = e.compile_sync(device, "__kernel void add1(__global float* a, float s) { a[get_global_id(0)] += s; }");
     if (!p) return fail(p.error());
@@ -84,6 +120,7 @@ int main(int argc, char** argv) {
     for (int i = 0; i < kPerRound; ++i) {
       Result<void> r;
       if (mode[0] == 'l') r = e.launch(l);
+      else if (mode[0] == 'f') r = free_in_flight(e, device, *b, *out, produce, consume);
       else if (mode[0] == 'r') r = e.read(*b, 0, bytes.size(), [&got](Result<std::span<const std::byte>>) { ++got; });
       else r = e.write(*b, 0, bytes, i % 2 ? WriteMode::Borrow : WriteMode::Copy);
       if (!r) return fail(r.error());

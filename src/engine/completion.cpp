@@ -205,8 +205,8 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   }
   e.graph.event_done(id, std::move(err));
   if (!r.frees.empty()) {
-    std::vector<std::uint64_t> frees = std::move(r.frees);
-    e.memory.release_uses(frees);
+    const sched::ScratchList<std::uint64_t, 1> frees = std::move(r.frees);
+    e.memory.release_uses(frees.span());
   }
   if (parked) {
     std::optional<Error> outcome = std::move(r.outcome);

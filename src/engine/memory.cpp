@@ -127,14 +127,13 @@ void Memory::free_when_unused(std::uint64_t id) {
   }
 }
 
-void Memory::release_uses(std::vector<std::uint64_t>& frees) {
+void Memory::release_uses(std::span<const std::uint64_t> frees) {
   for (std::uint64_t id : frees) {
     BufferRec* b = buffers.find(id);
     if (!b || --b->uses_in_flight > 0) continue;
     free_buffer(id, *b);
     buffers.erase(id);
   }
-  frees.clear();
 }
 
 void Memory::free_buffer(std::uint64_t, BufferRec& b) {

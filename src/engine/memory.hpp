@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -68,7 +69,7 @@ struct Memory {
   // A release by the engine itself (no API checks): the last one frees the
   // buffer once its uses end.
   void drop_ref(std::uint64_t id, BufferRec& r);
-  void release_uses(std::vector<std::uint64_t>& frees);
+  void release_uses(std::span<const std::uint64_t> frees);
   void free_buffer(std::uint64_t id, BufferRec& b);
 
   // host_memory.cpp

@@ -89,7 +89,7 @@ struct CommandRec {
   std::size_t bytes = 0;  // a transfer's, while its device learns spin rates
   sched::GraphNode node;                          // its place in the dependency graph
   sched::ScratchList<std::uint64_t, 8> written;  // buffers it writes: poisoned if it fails
-  std::vector<std::uint64_t> frees;    // Dying buffers whose last uses include this one
+  sched::ScratchList<std::uint64_t, 1> frees;  // Dying buffers whose last uses include this one
   FinalHook hook;                      // runs once, when final
   std::optional<Error> outcome;        // Parked: a failure known before the device finished
   std::optional<Result<Timing>> timing;   // timed launches, read at completion

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sched/ids.hpp"
+#include "sched/scratch_list.hpp"
 
 namespace uvcl::sched {
 
@@ -27,7 +28,9 @@ struct Slot {
 // Lives inside the engine's buffer record: no second lookup per access.
 struct BufferHazards {
   std::optional<Slot> writer;
-  std::vector<Slot> readers;  // at most one per queue: the last reader there
+  // At most one per queue: the last reader there. Mostly one (a buffer read
+  // on one queue), kept inline: a new buffer's first reader allocates nothing.
+  ScratchList<Slot, 1> readers;
 
   bool empty() const { return !writer && readers.empty(); }
 };

@@ -31,6 +31,8 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace uvcl::testing::alloc {
 
+constexpr int kZero = 0;
+
 double allocations_per_launch(CommandEvents events) {
   Config c = test_config();
   c.command_events = events;
@@ -167,6 +169,53 @@ TEST(Allocations, AnAwaitedReadAllocatesNothing) {
   const double per_read = static_cast<double>(g_allocations.load()) / kReads;
   std::printf("%.3f heap allocations per awaited read\n", per_read);
   EXPECT_LT(per_read, 0.5);
+}
+
+// A temporary allocated, written by one kernel, read by the next and
+// released while both are in flight (figure 6's loop) allocates nothing
+// once warm: the list of buffers a command frees and the buffer's list of
+// readers keep their first entries inline.
+TEST(Allocations, ATemporaryFreedInFlightAllocatesNothing) {
+  auto made = Engine::create(test_config());
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = *made.value();
+  auto p = e.compile_sync(0, R"CL(
+__kernel void produce(__global int* t, __global const int* in) { t[get_global_id(0)] = in[get_global_id(0)] + 1; }
+__kernel void consume(__global int* out, __global const int* t) { out[get_global_id(0)] += t[get_global_id(0)]; }
+)CL");
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto produce = e.kernel(*p, "produce");
+  auto consume = e.kernel(*p, "consume");
+  auto in = e.allocate(0, 64 * 4);
+  auto out = e.allocate(0, 64 * 4);
+  ASSERT_TRUE(produce.ok() && consume.ok() && in.ok() && out.ok());
+  ASSERT_TRUE(e.fill(*in, std::as_bytes(std::span<const int>(&kZero, 1)), 0, 64 * 4).ok());
+  ASSERT_TRUE(e.fill(*out, std::as_bytes(std::span<const int>(&kZero, 1)), 0, 64 * 4).ok());
+  Launch lp{*produce, {}, {64}}, lc{*consume, {}, {64}};
+  auto loop = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      auto t = e.allocate(0, 64 * 4);
+      ASSERT_TRUE(t.ok()) << t.error().to_string();
+      lp.args = {KernelArg::of(*t), KernelArg::of(*in)};
+      lc.args = {KernelArg::of(*out), KernelArg::of(*t)};
+      EXPECT_TRUE(e.launch(lp).ok());
+      EXPECT_TRUE(e.launch(lc).ok());
+      EXPECT_TRUE(e.release(*t).ok());
+    }
+    EXPECT_TRUE(e.finish().ok());
+  };
+  loop(1000);  // warm
+  constexpr int kIterations = 3000;
+  g_allocations = 0;
+  g_counting = true;
+  loop(kIterations);
+  g_counting = false;
+  const double per_iteration = static_cast<double>(g_allocations.load()) / kIterations;
+  std::printf("%.3f heap allocations per allocate -> 2 launches -> release\n", per_iteration);
+  EXPECT_LT(per_iteration, 0.5);
+  auto got = e.read_sync(*out, 0, 4);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  EXPECT_EQ(as_vector<int>(got.value())[0], 4000) << "every consume added its temporary (1) to out";
 }
 
 }  // namespace uvcl::testing::alloc
