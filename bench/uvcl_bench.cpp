@@ -1592,6 +1592,7 @@ Json fig5x(Ctx& c) {
     must(e.write(a, 0, std::as_bytes(std::span(host)), uvcl::WriteMode::Borrow), "write");
     must(e.finish(), "finish");
     driver_time(c, 1);
+    const uvcl::EngineStats s0 = e.stats();
     for (int r = 0; r <= reps; ++r) {
       Waiter w;
       const std::uint64_t t0 = now_ns();
@@ -1603,6 +1604,13 @@ Json fig5x(Ctx& c) {
       if (r > 0) ut.push_back(gbps(bytes, static_cast<double>(w.t1 - t0) / 1e3));
     }
     fig["driver"]["uvcl"] = driver_time(c, reps + 1.0);  // per copy
+    const uvcl::EngineStats s1 = e.stats();
+    Json& per = fig["uvcl_per_copy"];
+    per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / (reps + 1.0);
+    per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / (reps + 1.0);
+    per["callbacks"] = static_cast<double>(s1.callbacks - s0.callbacks) / (reps + 1.0);
+    per["polls"] = static_cast<double>(s1.polls - s0.polls) / (reps + 1.0);
+    per["spin_ms"] = static_cast<double>(s1.spin_ns - s0.spin_ns) / 1e6 / (reps + 1.0);
     auto check = must(e.read_sync(b, bytes - 4, 4), "read back");
     if (static_cast<unsigned char>(check[0]) != 7) fail("cross-device copy: wrong data");
   }

@@ -154,8 +154,8 @@ struct EngineStats {
   // flushes: clFlush calls, one per queue a window submission used, and one
   // before another queue waits on an event of a queue not yet flushed.
   std::uint64_t submitted = 0, failed = 0, flushes = 0, cross_queue_waits = 0;
-  // clGetEventInfo status reads: hazard checks at submission and
-  // completion polling (each costs a driver call).
+  // clGetEventInfo status reads, each a driver call: hazard checks at
+  // submission, completion polling, a cross-device copy's waits and chunks.
   std::uint64_t status_queries = 0;
   // OpenCL events the engine created: a command's own (someone awaits it:
   // a read, a timed launch, a callback; or tracing is on), and fences — one

@@ -489,13 +489,14 @@ void Transfers::poll_crosses() {
     std::vector<std::uint64_t> finished;
     std::vector<std::pair<std::uint64_t, std::size_t>> next_reads;  // a landed chunk's block, reused
     for (auto& [xid, x] : crosses) {
-      for (CrossChunk& chunk : x.chunks) {
-        if (!chunk.write) continue;
+      for (; x.landed < x.next_write; ++x.landed) {
+        CrossChunk& chunk = x.chunks[x.landed];
         cl_int status = CL_QUEUED;
+        ++e.status_queries;
         if (e.api->clGetEventInfo(chunk.write, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
             CL_SUCCESS)
           status = CL_INVALID_EVENT;
-        if (status > CL_COMPLETE) continue;
+        if (status > CL_COMPLETE) break;
         if (status < 0 && !x.error) {
           x.error = Error{Status::MemoryCopyH2P, std::string("cross-device chunk write completed with ") +
                                                      cl::error_name(status)};

@@ -46,6 +46,10 @@ struct CrossCopy {
   std::vector<cl_event> dst_waits;
   std::vector<CommandId> dst_wait_ids;
   std::size_t next_write = 0;        // chunks [0, next_write) have their write enqueued
+  // Chunks [0, landed) have their write seen complete. The writes run in
+  // chunk order on the destination's in-order transfer queue: only the
+  // oldest outstanding one needs a status read.
+  std::size_t landed = 0;
   bool dst_submitted = false;
   bool abandoned = false;            // teardown failed its user event
   std::optional<Error> error;

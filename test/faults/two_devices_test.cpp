@@ -175,6 +175,37 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
   EXPECT_EQ(shim().anomalies() - anomalies0, 0) << shim().anomaly_log();
 }
 
+// Every event status the engine reads is a driver call counted in
+// EngineStats::status_queries, the reads of a cross-device copy's chunk
+// writes included (they were not: a 256 MiB copy on a GPU made thousands of
+// calls the stats did not show).
+TEST(TwoDevicesCounting, EveryStatusReadOfACopyIsCounted) {
+  ASSERT_TRUE(shim_ok());
+  Watchdog wd("a cross-device copy, counting status reads", 60);
+  shim().reset_faults();
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config(4)).ok());
+  Engine& e = *le.engine;
+  if (e.device_count() < 2) {
+    EXPECT_EQ(le.destroy(), 0);
+    GTEST_SKIP() << "needs two devices (POCL_DEVICES=\"pthread pthread\")";
+  }
+  auto p1 = e.compile_sync(1, kSource);
+  ASSERT_TRUE(p1.ok()) << p1.error().to_string();
+  auto k1 = e.kernel(*p1, "advance");
+  ASSERT_TRUE(k1.ok());
+  const long calls0 = shim().calls("clGetEventInfo");
+  const std::uint64_t counted0 = e.stats().status_queries;
+  CrossOutcome r = cross_job(e, *k1, (std::size_t{18} << 20) / 4);  // 18 MiB: five 4 MiB chunks
+  EXPECT_TRUE(r.correct) << r.hang << " " << ::testing::PrintToString(r.errors);
+  const long calls = shim().calls("clGetEventInfo") - calls0;
+  EXPECT_GT(calls, 0);
+  EXPECT_EQ(static_cast<long>(e.stats().status_queries - counted0), calls);
+  (void)e.release(*k1);
+  (void)e.release(*p1);
+  EXPECT_EQ(le.destroy(), 0);
+}
+
 std::string cross_name(const ::testing::TestParamInfo<CrossCase>& info) {
   std::string s = *info.param.spec ? info.param.spec : "no_fault";
   for (char& ch : s)
