@@ -36,6 +36,7 @@ struct Options {
   std::optional<unsigned> engine_loop_budget_us;                   // opencl.loop_budget_us of every engine
   std::optional<unsigned> engine_read_burst_us;                    // opencl.read_burst_us of every engine
   std::optional<unsigned> engine_window;                           // opencl.window of every engine
+  std::optional<unsigned> engine_cross_copy_chunk_mib, engine_cross_copy_ring;  // of every engine
   std::optional<uvcl::CompileMode> engine_compile;                 // opencl.compile of every engine
   std::string cl_library;         // the OpenCL library of both sides (empty: the default names)
   std::vector<std::string> jobs;  // figure 11's job files
@@ -83,6 +84,8 @@ inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 0, co
   if (c.opt.engine_loop_budget_us) cfg.loop_budget_us = *c.opt.engine_loop_budget_us;
   if (c.opt.engine_read_burst_us) cfg.read_burst_us = *c.opt.engine_read_burst_us;
   if (c.opt.engine_window) cfg.window = *c.opt.engine_window;
+  if (c.opt.engine_cross_copy_chunk_mib) cfg.cross_copy_chunk_mib = *c.opt.engine_cross_copy_chunk_mib;
+  if (c.opt.engine_cross_copy_ring) cfg.cross_copy_ring = *c.opt.engine_cross_copy_ring;
   if (c.opt.engine_compile) cfg.compile = *c.opt.engine_compile;
   cfg.cache_dir = cache_dir;
   cfg.library = c.opt.cl_library;

@@ -6,7 +6,7 @@
 //              [--launches N] [--growth-launches N] [--idle-seconds S]
 //              [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]
 //              [--engine-loop-budget-us N] [--engine-read-burst-us N] [--engine-window N] [--engine-compile process|inline]
-//              [--engine-completion auto|callback|poll]
+//              [--engine-completion auto|callback|poll] [--engine-cross-copy-chunk-mib N] [--engine-cross-copy-ring N]
 //              [--cl-library PATH]   (e.g. libuvcl_cl_timing.so: figures report time per driver call)
 //              [--job JOB.json]... [--job-passes N]
 //
@@ -1567,11 +1567,14 @@ Json fig5x(Ctx& c) {
   column(fig, "pyopencl", "pyopencl: read to pinned, then write");
   column(fig, "bare_chunked", "bare: the engine's chunks and ring by hand (4 MiB, 4 blocks), pipelined");
   std::vector<double> ut, bt, bct;
-  {
-    std::vector<std::size_t> plats{da.info.platform_index};
-    if (db.info.platform_index != da.info.platform_index) plats.push_back(db.info.platform_index);
-    std::sort(plats.begin(), plats.end());
-    auto eng = make_engine(c, 0, {}, plats);
+  std::vector<std::size_t> plats{da.info.platform_index};
+  if (db.info.platform_index != da.info.platform_index) plats.push_back(db.info.platform_index);
+  std::sort(plats.begin(), plats.end());
+  // uvcl's copies, GB/s per rep, with the engine's config tweaked by `tweak`
+  // (the chunks and ring); the driver table and counters go to `out`.
+  auto uvcl_copies = [&](const std::function<void(uvcl::Config&)>& tweak, Json* out) {
+    std::vector<double> g;
+    auto eng = make_engine(c, 0, {}, plats, std::nullopt, tweak);
     Engine& e = *eng;
     // The engine lists the selected platforms' devices in the same order as
     // the unfiltered enumeration: count the selected ones before each.
@@ -1601,19 +1604,50 @@ Json fig5x(Ctx& c) {
       }), "copy");
       must(e.run_until([&] { return w.done; }), "run_until");
       if (w.error) fail("cross copy: " + *w.error);
-      if (r > 0) ut.push_back(gbps(bytes, static_cast<double>(w.t1 - t0) / 1e3));
+      if (r > 0) g.push_back(gbps(bytes, static_cast<double>(w.t1 - t0) / 1e3));
     }
-    fig["driver"]["uvcl"] = driver_time(c, reps + 1.0);  // per copy
-    const uvcl::EngineStats s1 = e.stats();
-    Json& per = fig["uvcl_per_copy"];
-    per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / (reps + 1.0);
-    per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / (reps + 1.0);
-    per["callbacks"] = static_cast<double>(s1.callbacks - s0.callbacks) / (reps + 1.0);
-    per["polls"] = static_cast<double>(s1.polls - s0.polls) / (reps + 1.0);
-    per["spin_ms"] = static_cast<double>(s1.spin_ns - s0.spin_ns) / 1e6 / (reps + 1.0);
+    const Json driver = driver_time(c, reps + 1.0);  // per copy
+    if (out) {
+      (*out)["driver"]["uvcl"] = driver;
+      const uvcl::EngineStats s1 = e.stats();
+      Json& per = (*out)["uvcl_per_copy"];
+      per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / (reps + 1.0);
+      per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / (reps + 1.0);
+      per["callbacks"] = static_cast<double>(s1.callbacks - s0.callbacks) / (reps + 1.0);
+      per["polls"] = static_cast<double>(s1.polls - s0.polls) / (reps + 1.0);
+      per["spin_ms"] = static_cast<double>(s1.spin_ns - s0.spin_ns) / 1e6 / (reps + 1.0);
+    }
     auto check = must(e.read_sync(b, bytes - 4, 4), "read back");
     if (static_cast<unsigned char>(check[0]) != 7) fail("cross-device copy: wrong data");
+    return g;
+  };
+  ut = uvcl_copies({}, &fig);
+  // The same chunk sizes and rings as bare_chunked_variants below, and one
+  // chunk for the whole copy (bare's scheme): GB/s, the median of reps.
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  struct Variant {
+    const char* name;
+    std::size_t chunk, ring;
+    unsigned nap_us;
+  };
+  const Variant variants[] = {Variant{"4MiB x 4, napping 20 us", 4 * kMiB, 4, 20}, Variant{"16MiB x 4", 16 * kMiB, 4, 0},
+                              Variant{"64MiB x 2", 64 * kMiB, 2, 0}};
+  for (const Variant& v : variants) {
+    if (v.nap_us != 0 || v.chunk * v.ring > bytes) continue;
+    fig["uvcl_variants"][v.name] = median(uvcl_copies(
+        [&](uvcl::Config& cfg) {
+          cfg.cross_copy_chunk_mib = static_cast<unsigned>(v.chunk / kMiB);
+          cfg.cross_copy_ring = static_cast<unsigned>(v.ring);
+        },
+        nullptr));
   }
+  if (bytes >= kMiB && bytes / kMiB <= uvcl::kMaxCrossCopyChunkMib)
+    fig["uvcl_variants"]["whole copy x 1"] = median(uvcl_copies(
+        [&](uvcl::Config& cfg) {
+          cfg.cross_copy_chunk_mib = static_cast<unsigned>(bytes / kMiB);
+          cfg.cross_copy_ring = 1;
+        },
+        nullptr));
   {
     Bare ba(*c.api, da, 1), bb(*c.api, db, 1);
     cl_mem src = ba.buffer(bytes), dst = bb.buffer(bytes);
@@ -1637,7 +1671,6 @@ Json fig5x(Ctx& c) {
     // The engine's scheme by hand: chunks through a ring of pinned blocks,
     // the next chunk's write queued while the one before it runs.
     driver_time(c, 1);
-    constexpr std::size_t kMiB = std::size_t{1} << 20;
     for (int r = 0; r <= reps; ++r) {
       const double us = bare_chunked_copy(ba, bb, src, dst, bytes, hp, 4 * kMiB, 4, 0);
       if (r > 0) bct.push_back(gbps(bytes, us));
@@ -1645,13 +1678,7 @@ Json fig5x(Ctx& c) {
     fig["driver"]["bare_chunked"] = driver_time(c, reps + 1.0);
     // What the chunks' size and the waiting cost the hand-written scheme:
     // GB/s, the median of reps copies each.
-    struct Variant {
-      const char* name;
-      std::size_t chunk, ring;
-      unsigned nap_us;
-    };
-    for (const Variant& v : {Variant{"4MiB x 4, napping 20 us", 4 * kMiB, 4, 20},
-                             Variant{"16MiB x 4", 16 * kMiB, 4, 0}, Variant{"64MiB x 2", 64 * kMiB, 2, 0}}) {
+    for (const Variant& v : variants) {
       if (v.chunk * v.ring > bytes) continue;
       std::vector<double> g;
       for (int r = 0; r <= reps; ++r) {
@@ -2550,7 +2577,8 @@ void usage() {
                "                  [--list-devices] [--launches N] [--growth-launches N] [--idle-seconds S]\n"
                "                  [--spin-iters N] [--engine-queues N] [--engine-spin-us N] [--engine-events auto|all|awaited]\n"
                "                  [--engine-loop-budget-us N] [--engine-read-burst-us N] [--engine-window N] [--engine-compile process|inline]\n"
-               "                  [--engine-completion auto|callback|poll] [--job JOB.json]... [--job-passes N]\n"
+               "                  [--engine-completion auto|callback|poll] [--engine-cross-copy-chunk-mib N]\n"
+               "                  [--engine-cross-copy-ring N] [--job JOB.json]... [--job-passes N]\n"
                "                  [--cl-library PATH]\n"
                "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
                "         11 only with --job)\n";
@@ -2606,6 +2634,9 @@ int run(int argc, char** argv) {
     else if (a == "--engine-loop-budget-us") c.opt.engine_loop_budget_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-read-burst-us") c.opt.engine_read_burst_us = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-window") c.opt.engine_window = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-cross-copy-chunk-mib")
+      c.opt.engine_cross_copy_chunk_mib = static_cast<unsigned>(std::stoul(value(i)));
+    else if (a == "--engine-cross-copy-ring") c.opt.engine_cross_copy_ring = static_cast<unsigned>(std::stoul(value(i)));
     else if (a == "--engine-compile") {
       auto cfg = engine_option("compile", value(i));
       if (!cfg) return 2;

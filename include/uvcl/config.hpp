@@ -18,6 +18,8 @@
 //       "spin_us": "auto",                // spin for completions, 0..1000000 us or "auto" (below)
 //       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
 //       "read_burst_us": "auto",          // reads this close make a burst, 0..1000000 us or "auto" (below)
+//       "cross_copy_chunk_mib": 4,        // a copy between devices moves chunks this large, 1..1024 MiB
+//       "cross_copy_ring": 4,             // and has up to this many of them in flight, 1..64
 //       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
 //       "completion": "auto",             // "auto" | "callback" | "poll" (below)
 //       "compile": "process",             // "process" | "inline" (below)
@@ -58,6 +60,8 @@ inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
 inline constexpr unsigned kMaxReadBurstUs = 1000000;
 // Config::read_burst_us "auto": on GPUs and accelerators; none on CPU devices.
 inline constexpr unsigned kAutoReadBurstUs = 10;
+inline constexpr unsigned kMaxCrossCopyChunkMib = 1024;
+inline constexpr unsigned kMaxCrossCopyRing = 64;
 inline constexpr unsigned kMaxCompilers = 64;
 inline constexpr unsigned kMaxCompileTimeoutMs = 86400000;  // a day
 inline constexpr unsigned kMaxCompilerIdleMs = 86400000;
@@ -130,6 +134,14 @@ struct Config {
   // a small read; 0 on CPU devices, where the device's threads share the
   // host's cores and a burst's enqueues, all at once, compete with them.
   std::optional<unsigned> read_burst_us;
+  // A copy between two devices is staged through pinned host memory in
+  // chunks of this many MiB: each chunk is read from the source, then
+  // written to the destination while later chunks are read. At most
+  // cross_copy_ring chunks are in flight, so a copy holds at most
+  // chunk x ring of pinned memory whatever its size. A chunk at least the
+  // copy's size makes it one read, then one write.
+  unsigned cross_copy_chunk_mib = 4;
+  unsigned cross_copy_ring = 4;
   CommandEvents command_events = CommandEvents::Auto;
   CompletionMode completion = CompletionMode::Auto;
   CompileMode compile = CompileMode::Process;

@@ -19,11 +19,6 @@ namespace uvcl {
 
 namespace {
 
-constexpr std::size_t kCrossChunk = std::size_t{4} << 20;
-// Chunks of pinned memory one copy holds at most: enough to keep a read and
-// a write of each direction in flight, whatever the copy's size.
-constexpr std::size_t kCrossRing = 4;
-
 Result<void> check_range(const char* what, Buffer b, const BufferRec& r, std::size_t offset, std::size_t bytes) {
   if (bytes == 0) return Error{Status::InvalidArgument, std::string(what) + ": size must not be 0"};
   if (offset > r.bytes || bytes > r.bytes - offset)
@@ -233,8 +228,9 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
 
   // Across devices, through a ring of pinned chunks: blocks first, so a
   // failure leaves nothing behind.
-  const std::size_t n = (bytes + kCrossChunk - 1) / kCrossChunk;
-  const std::size_t ring = std::min(n, kCrossRing);
+  const std::size_t chunk_bytes = std::size_t{e.config.cross_copy_chunk_mib} << 20;
+  const std::size_t n = (bytes + chunk_bytes - 1) / chunk_bytes;
+  const std::size_t ring = std::min<std::size_t>(n, e.config.cross_copy_ring);
   CrossCopy x;
   x.src_device = s.device;
   x.dst_device = t.device;
@@ -244,8 +240,8 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   x.read_offset = src_offset;
   x.chunks.resize(n);
   for (std::size_t i = 0; i < n; ++i) {
-    x.chunks[i].offset = i * kCrossChunk;
-    x.chunks[i].bytes = std::min(kCrossChunk, bytes - i * kCrossChunk);
+    x.chunks[i].offset = i * chunk_bytes;
+    x.chunks[i].bytes = std::min(chunk_bytes, bytes - i * chunk_bytes);
   }
   StagingPool& pool = *e.devices[s.device]->staging;
   auto give_back_all = [&] {
@@ -504,7 +500,6 @@ void Transfers::poll_crosses() {
         }
         e.api->clReleaseEvent(chunk.write);
         chunk.write = nullptr;
-        chunk.written = true;
         --x.outstanding_writes;
         if (x.reads_issued < x.chunks.size() && !x.error && !x.abandoned) {
           std::swap(x.chunks[x.reads_issued].staging, chunk.staging);

@@ -19,7 +19,7 @@ struct CrossChunk {
   std::size_t offset = 0, bytes = 0;  // relative to the copy
   Staging staging;
   cl_event write = nullptr;
-  bool read_done = false, written = false;
+  bool read_done = false;
 };
 
 struct CrossCopy {

@@ -272,6 +272,49 @@ TEST_F(EngineCrossCopyChild, DISABLED_LargeCopyThroughABoundedRing) {
   engine_.reset();
 }
 
+// opencl.cross_copy_chunk_mib and cross_copy_ring size the chunks and bound
+// the pinned memory a copy holds; a chunk at least the copy's size makes it
+// one read and one write through one block.
+TEST_F(EngineCrossCopyChild, DISABLED_ConfiguredChunksAndRing) {
+  Watchdog wd("cross-device copies with configured chunks", kHangSeconds);
+  struct Case {
+    unsigned chunk_mib, ring;
+    std::size_t bytes;
+  };
+  for (const Case k : {Case{1, 2, 9 * kMiB + 12}, Case{2, 1, 5 * kMiB}, Case{16, 4, 13 * kMiB + 4}}) {
+    SCOPED_TRACE("chunk " + std::to_string(k.chunk_mib) + " MiB, ring " + std::to_string(k.ring));
+    Config c = test_config();
+    if (polled_) c.completion = CompletionMode::Poll;
+    c.cross_copy_chunk_mib = k.chunk_mib;
+    c.cross_copy_ring = k.ring;
+    make_engine(c);
+    ASSERT_GE(eng().device_count(), 2u);
+    const auto vals = pattern(k.bytes / 4, 11, k.chunk_mib);
+    Buffer src = upload(vals, 0), dst = alloc(1, k.bytes);
+    ASSERT_TRUE(eng().finish().ok());
+    const std::uint64_t staging_before = eng().stats().staging_bytes;
+    Copied copied;
+    ASSERT_NO_FATAL_FAILURE(copy_into(copied, src, dst, k.bytes));
+    std::uint64_t staging_max = 0;
+    ASSERT_TRUE(eng().run_until([&] {
+                   staging_max = std::max(staging_max, eng().stats().staging_bytes - staging_before);
+                   return copied.calls > 0;
+                 }).ok());
+    ASSERT_TRUE(copied.done.ok()) << copied.done.error().to_string();
+    const std::size_t chunk = std::size_t{k.chunk_mib} * kMiB;
+    EXPECT_LE(staging_max, std::min(chunk * k.ring, ((k.bytes + chunk - 1) / chunk) * chunk) + kMiB)
+        << "pinned memory beyond the configured ring";
+    EXPECT_GT(staging_max, 0u);
+    auto got = eng().read_sync(dst, 0, k.bytes);
+    ASSERT_TRUE(got.ok()) << got.error().to_string();
+    EXPECT_TRUE(std::equal(got.value().begin(), got.value().end(), reinterpret_cast<const std::byte*>(vals.data())));
+    ASSERT_TRUE(eng().finish().ok());
+    EXPECT_EQ(eng().stats().staging_bytes, staging_before) << "every chunk's block is given back";
+    EXPECT_EQ(copied.calls, 1);
+  }
+  engine_.reset();
+}
+
 // A copy larger than its ring reads a source nobody writes in place: no
 // snapshot (a second buffer and a device copy of the whole source, which
 // made such copies several times slower than the bytes' own transfer). It
@@ -337,6 +380,7 @@ TEST(EngineCrossCopy, DestroyWithACopyAndItsReadersInFlight) {
 }
 TEST(EngineCrossCopy, DestroyWithALargeCopyInFlight) { expect_child_passed("DISABLED_DestroyWithALargeCopyInFlight"); }
 TEST(EngineCrossCopy, LargeCopyThroughABoundedRing) { expect_child_passed("DISABLED_LargeCopyThroughABoundedRing"); }
+TEST(EngineCrossCopy, ConfiguredChunksAndRing) { expect_child_passed("DISABLED_ConfiguredChunksAndRing"); }
 TEST(EngineCrossCopy, RingStopsAtAFailure) { expect_child_passed("DISABLED_RingStopsAtAFailure"); }
 TEST(EngineCrossCopy, LargeCopyOfAnUntouchedSourceTakesNoSnapshot) {
   expect_child_passed("DISABLED_LargeCopyOfAnUntouchedSourceTakesNoSnapshot");

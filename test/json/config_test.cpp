@@ -123,7 +123,8 @@ TEST(Config, QueueAndWindowRangeEdges) {
     long long lo, hi;
   };
   for (Edge e : {Edge{"queues", 1, 64}, Edge{"window", 1, 65536}, Edge{"program_memo", 0, 4096},
-                 Edge{"spin_us", 0, 1000000}, Edge{"loop_budget_us", 0, 1000000}, Edge{"read_burst_us", 0, 1000000}}) {
+                 Edge{"spin_us", 0, 1000000}, Edge{"loop_budget_us", 0, 1000000}, Edge{"read_burst_us", 0, 1000000},
+                 Edge{"cross_copy_chunk_mib", 1, 1024}, Edge{"cross_copy_ring", 1, 64}}) {
     const std::string key = e.key;
     auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
     const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi) +
@@ -136,6 +137,8 @@ TEST(Config, QueueAndWindowRangeEdges) {
                            : key == "program_memo" ? r->program_memo
                            : key == "spin_us"      ? r->spin_us.value_or(~0u)
                            : key == "read_burst_us" ? r->read_burst_us.value_or(~0u)
+                           : key == "cross_copy_chunk_mib" ? r->cross_copy_chunk_mib
+                           : key == "cross_copy_ring" ? r->cross_copy_ring
                                                    : r->loop_budget_us;
       EXPECT_EQ(got, static_cast<unsigned>(ok));
     }
@@ -238,8 +241,8 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {}, "debgu": {}})"), "cfg.json: debgu: unknown key (expected one of: opencl, debug)");
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
-            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, read_burst_us, command_events, completion, compile, "
-            "compiler, compilers, compile_timeout_ms, compiler_idle_ms, build_options)");
+            "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, read_burst_us, "
+            "cross_copy_chunk_mib, cross_copy_ring, command_events, completion, compile, compiler, compilers, compile_timeout_ms, compiler_idle_ms, build_options)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
   // Keys that are not plain identifiers are quoted in the path.
@@ -504,6 +507,19 @@ TEST(Config, ValidateChecksTheCompilerRanges) {
   r = uvcl::validate_config(c);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().message, "opencl.compiler_idle_ms (86400001) is outside 0..86400000");
+}
+
+TEST(Config, ValidateChecksTheCrossCopyRanges) {
+  Config c;
+  c.cross_copy_chunk_mib = 0;
+  auto r = uvcl::validate_config(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "opencl.cross_copy_chunk_mib (0) is outside 1..1024");
+  c = Config{};
+  c.cross_copy_ring = 65;
+  r = uvcl::validate_config(c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().message, "opencl.cross_copy_ring (65) is outside 1..64");
 }
 
 }  // namespace config_test
