@@ -100,6 +100,7 @@ UVCL_TIMED(cl_int, clReleaseCommandQueue, (cl_command_queue command_queue), (com
 UVCL_TIMED(cl_int, clFlush, (cl_command_queue command_queue), (command_queue))
 UVCL_TIMED(cl_int, clFinish, (cl_command_queue command_queue), (command_queue))
 UVCL_TIMED(cl_mem, clCreateBuffer, (cl_context context, cl_mem_flags flags, size_t size, void * host_ptr, cl_int * errcode_ret), (context, flags, size, host_ptr, errcode_ret))
+UVCL_TIMED(cl_int, clRetainMemObject, (cl_mem memobj), (memobj))
 UVCL_TIMED(cl_int, clReleaseMemObject, (cl_mem memobj), (memobj))
 UVCL_TIMED(cl_int, clEnqueueWriteBuffer, (cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_write, size_t offset, size_t size, const void * ptr, cl_uint num_events_in_wait_list, const cl_event * event_wait_list, cl_event * event), (command_queue, buffer, blocking_write, offset, size, ptr, num_events_in_wait_list, event_wait_list, event))
 UVCL_TIMED(cl_int, clEnqueueReadBuffer, (cl_command_queue command_queue, cl_mem buffer, cl_bool blocking_read, size_t offset, size_t size, void * ptr, cl_uint num_events_in_wait_list, const cl_event * event_wait_list, cl_event * event), (command_queue, buffer, blocking_read, offset, size, ptr, num_events_in_wait_list, event_wait_list, event))

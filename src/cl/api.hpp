@@ -34,6 +34,7 @@ namespace uvcl::cl {
   X(clFlush)                    \
   X(clFinish)                   \
   X(clCreateBuffer)             \
+  X(clRetainMemObject)          \
   X(clReleaseMemObject)         \
   X(clEnqueueWriteBuffer)       \
   X(clEnqueueReadBuffer)        \

@@ -232,6 +232,7 @@ void Engine::Impl::shutdown() {
   errors.cancel_scopes();
   for (auto& [id, x] : transfers.crosses) {
     for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
+    api->clReleaseMemObject(x.dst_mem);
     for (CrossChunk& c : x.chunks) {
       if (c.write) api->clReleaseEvent(c.write);
       devices[x.src_device]->staging->give_back(c.staging);

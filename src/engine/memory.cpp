@@ -121,6 +121,14 @@ void Memory::free_when_unused(std::uint64_t id) {
   };
   if (b.hazards.writer) wait_for(b.hazards.writer->id);
   for (const sched::Slot& r : b.hazards.readers) wait_for(r.id);
+  // Every use is enqueued: the driver keeps the memory object until they
+  // have run (the OpenCL contract), so it goes back now, as a bare program
+  // releases a temporary right after enqueuing its last use. The record
+  // stays Dying until then: its bytes count as allocated while the device
+  // may still use them, and its hazards order nothing new.
+  e.api->clReleaseMemObject(b.mem);
+  b.mem = nullptr;
+  ++mems_released;  // the driver may hand its address to the next buffer
   if (b.uses_in_flight == 0) {
     free_buffer(id, b);
     buffers.erase(id);
@@ -137,12 +145,9 @@ void Memory::release_uses(std::span<const std::uint64_t> frees) {
 }
 
 void Memory::free_buffer(std::uint64_t, BufferRec& b) {
-  ++buffers_freed;
   b.state = *sched::next(b.state, sched::BufferEvent::UsesDone);
   --dying;
   e.hazards.clear(b.hazards);
-  if (b.mem) e.api->clReleaseMemObject(b.mem);
-  b.mem = nullptr;
   DeviceCtx& d = *e.devices[b.device];
   d.allocated -= b.bytes;
 }

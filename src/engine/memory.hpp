@@ -54,7 +54,7 @@ struct Memory {
   std::unordered_map<std::uint64_t, HostRec> host_memory;
   std::map<const std::byte*, std::uint64_t> host_ranges;  // first byte -> host_memory id
   std::size_t dying = 0;            // buffers at zero references, not yet freed
-  std::uint64_t buffers_freed = 0;  // SetArg: a buffer argument set before a free may name a reused handle
+  std::uint64_t mems_released = 0;  // SetArg: a buffer argument set before a release may name a reused cl_mem
 
   Result<BufferRec*> live_buffer(Buffer b, const char* what);
   // A new buffer on device `d` (index `device`); `what` starts the messages.
@@ -62,9 +62,10 @@ struct Memory {
   // Memory of the device's context `what` asks for: not empty, not beyond
   // the device's largest allocation.
   static Result<void> check_allocation_size(const DeviceCtx& d, std::size_t bytes, const char* what);
-  // A Dying buffer is freed once no window holds it and its last uses have
-  // completed: each incomplete use frees it from its completion step
-  // (release_uses); no scan, no driver call.
+  // A Dying buffer that no window holds: its memory object goes back to the
+  // driver at once (its uses are enqueued), its record and bytes once its
+  // last uses have completed: each incomplete use frees it from its
+  // completion step (release_uses); no scan.
   void free_when_unused(std::uint64_t id);
   // A release by the engine itself (no API checks): the last one frees the
   // buffer once its uses end.

@@ -505,7 +505,7 @@ cl_int Submitter::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::
           // The handle itself is the argument.
           want.size = sizeof(cl_mem);  // NOLINT(bugprone-sizeof-expression)
           std::memcpy(want.bytes.data(), static_cast<const void*>(&m), sizeof(cl_mem));  // NOLINT(bugprone-sizeof-expression)
-          want.frees = e.memory.buffers_freed;
+          want.frees = e.memory.mems_released;
           value = want.bytes.data();
         } else if (a.kind == KernelArg::Kind::Scalar) {
           want.size = a.scalar.size();

@@ -235,6 +235,9 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   x.src_device = s.device;
   x.dst_device = t.device;
   x.dst = dst.id;
+  if (cl_int rc = e.api->clRetainMemObject(t.mem); rc != CL_SUCCESS)
+    return cl::call_error(Status::MemoryCopyH2P, "clRetainMemObject(cross-device copy destination)", rc);
+  x.dst_mem = t.mem;
   x.dst_offset = dst_offset;
   x.read_from = src.id;
   x.read_offset = src_offset;
@@ -246,6 +249,7 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   StagingPool& pool = *e.devices[s.device]->staging;
   auto give_back_all = [&] {
     for (const CrossChunk& c : x.chunks) pool.give_back(c.staging);
+    e.api->clReleaseMemObject(x.dst_mem);
   };
   for (std::size_t i = 0; i < ring; ++i) {
     auto st = pool.acquire(x.chunks[i].bytes);
@@ -400,11 +404,10 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
   if (!x.error && !x.abandoned && !cross_waits_done(e, x)) return false;
   if (x.error || x.abandoned) return true;
   Queue& tq = d.queues[d.transfer_queue()];
-  cl_mem mem = e.memory.buffers.find(x.dst)->mem;
   for (; x.next_write < x.chunks.size(); ++x.next_write) {
     CrossChunk& chunk = x.chunks[x.next_write];
     if (!chunk.read_done) return false;
-    const cl_int rc = e.api->clEnqueueWriteBuffer(tq.queue, mem, CL_FALSE, x.dst_offset + chunk.offset, chunk.bytes,
+    const cl_int rc = e.api->clEnqueueWriteBuffer(tq.queue, x.dst_mem, CL_FALSE, x.dst_offset + chunk.offset, chunk.bytes,
                                                   chunk.staging.ptr, 0, nullptr, &chunk.write);
     if (rc != CL_SUCCESS) {
       chunk.write = nullptr;
@@ -530,6 +533,7 @@ void Transfers::cross_finish(std::uint64_t xid) {
   for (CrossChunk& c : x.chunks) e.devices[x.src_device]->staging->give_back(c.staging);
   release_held(x);
   for (cl_event w : x.dst_waits) e.api->clReleaseEvent(w);
+  e.api->clReleaseMemObject(x.dst_mem);
   // Not submitted: its failure was reported when submission failed.
   // Abandoned: the teardown failed its user event; its callback is cancelled.
   if (!x.dst_submitted || x.abandoned) return;

@@ -25,6 +25,10 @@ struct CrossChunk {
 struct CrossCopy {
   std::uint32_t src_device = 0, dst_device = 0;
   std::uint64_t dst = 0;
+  // Retained by the copy: its chunk writes are enqueued after the
+  // destination's command was submitted, when a released destination has
+  // given its own reference back.
+  cl_mem dst_mem = nullptr;
   std::size_t dst_offset = 0;
   // Chunk i reads [read_offset + chunks[i].offset - read_base, +bytes) of
   // read_from: the source itself, or, once a later command is about to

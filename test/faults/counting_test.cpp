@@ -62,6 +62,58 @@ TEST(Counting, LiveObjectsWhileRunning) {
   EXPECT_EQ(live.delta("all"), 0);
 }
 
+// A released buffer goes back to the driver once its last use is enqueued,
+// as a bare program releases a temporary right after its last kernel (the
+// driver keeps the memory until that kernel has run): not once the engine
+// has seen the kernel complete. Its bytes still count as allocated until
+// then, and what the kernels computed through it is right.
+TEST(Counting, AReleasedBufferGoesBackToTheDriverOnceItsUsesAreEnqueued) {
+  ASSERT_TRUE(shim_ok());
+  Watchdog wd("a buffer released behind a slow kernel", 60);
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config()).ok());
+  Engine& e = *le.engine;
+  auto p = e.compile_sync(0, R"CL(
+__kernel void slow(__global uint* t, uint iters) {
+  uint x = get_global_id(0) + 1u;
+  for (uint k = 0; k < iters; ++k) x = x * 1664525u + 1013904223u;
+  t[get_global_id(0)] = x;
+}
+__kernel void take(__global const uint* t, __global uint* out) { out[get_global_id(0)] = t[get_global_id(0)]; }
+)CL");
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto slow = e.kernel(*p, "slow");
+  auto take = e.kernel(*p, "take");
+  auto t = e.allocate(0, 4 * 4);
+  auto out = e.allocate(0, 4 * 4);
+  ASSERT_TRUE(slow.ok() && take.ok() && t.ok() && out.ok());
+  ASSERT_TRUE(e.finish().ok());
+  constexpr std::uint32_t kIters = 40u * 1000 * 1000;  // a few hundred ms
+  ASSERT_TRUE(e.launch(Launch{*slow, {KernelArg::of(*t), KernelArg::value(kIters)}, {4}}).ok());
+  ASSERT_TRUE(e.launch(Launch{*take, {KernelArg::of(*t), KernelArg::of(*out)}, {4}}).ok());
+  const int mems = shim().live("mem");
+  const std::uint64_t free = e.free_bytes(0);
+  ASSERT_TRUE(e.release(*t).ok());
+  e.poll();  // both launches enqueued
+  ASSERT_GT(e.stats().in_flight, 0u) << "the slow kernel ended before the check: make it slower";
+  EXPECT_EQ(shim().live("mem"), mems - 1) << "the released buffer's memory object is still the engine's";
+  EXPECT_EQ(e.free_bytes(0), free) << "the bytes came back while the device may still use them";
+  ASSERT_TRUE(e.finish().ok());
+  EXPECT_EQ(e.free_bytes(0), free + 4 * 4);
+  auto got = e.read_sync(*out, 0, 4 * 4);
+  ASSERT_TRUE(got.ok()) << got.error().to_string();
+  std::uint32_t first = 0;
+  std::memcpy(&first, got.value().data(), 4);
+  std::uint32_t want = 1;
+  for (std::uint32_t k = 0; k < kIters; ++k) want = want * 1664525u + 1013904223u;
+  EXPECT_EQ(first, want);
+  ASSERT_TRUE(e.release(*out).ok());
+  (void)e.release(*take);
+  (void)e.release(*slow);
+  (void)e.release(*p);
+  EXPECT_EQ(le.destroy(), 0);
+}
+
 // The engine maps its first pinned slab when it is created: the first small
 // read, on the loop, creates and maps no staging buffer (a millisecond and
 // more on NVIDIA's OpenCL).

@@ -220,6 +220,8 @@ INSTANTIATE_TEST_SUITE_P(
                       CrossCase{"clSetUserEventStatus:1:CL_OUT_OF_RESOURCES", "clSetUserEventStatus",
                                 "CL_OUT_OF_RESOURCES"},
                       CrossCase{"clRetainEvent:1:CL_OUT_OF_HOST_MEMORY", "clRetainEvent", "CL_OUT_OF_HOST_MEMORY"},
+                      CrossCase{"clRetainMemObject:1:CL_OUT_OF_HOST_MEMORY", "clRetainMemObject",
+                                "CL_OUT_OF_HOST_MEMORY"},
                       CrossCase{"clEnqueueReadBuffer:2:CL_OUT_OF_RESOURCES", "clEnqueueReadBuffer", "CL_OUT_OF_RESOURCES"},
                       CrossCase{"clEnqueueWriteBuffer:3:CL_OUT_OF_RESOURCES", "clEnqueueWriteBuffer", "CL_OUT_OF_RESOURCES"},
                       CrossCase{"event:clEnqueueReadBuffer:2:CL_OUT_OF_RESOURCES", "clEnqueueReadBuffer",

@@ -530,12 +530,12 @@ T* fail_object(cl_int* errcode_ret, cl_int status) {
 
 // Helpers of the exported functions below, kept out of the default-visibility
 // block so that no template instantiation of theirs is exported.
-bool retain_tracked(cl_event event) {
+bool retain_tracked(void* h, Kind k, const char* call) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  auto it = s.objects.find(event);
-  if (it == s.objects.end() || it->second.kind != Kind::Event || it->second.refs <= 0) {
-    anomaly_locked(s, "clRetainEvent: event " + hex(event) + " is not live");
+  auto it = s.objects.find(h);
+  if (it == s.objects.end() || it->second.kind != k || it->second.refs <= 0) {
+    anomaly_locked(s, std::string(call) + ": " + hex(h) + " is not live");
     return false;
   }
   ++it->second.refs;
@@ -718,6 +718,13 @@ CL_API_ENTRY cl_mem CL_API_CALL clCreateBuffer(cl_context context, cl_mem_flags 
   cl_mem m = real().clCreateBuffer(context, flags, size, host_ptr, errcode_ret);
   track(m, Kind::Mem);
   return m;
+}
+
+CL_API_ENTRY cl_int CL_API_CALL clRetainMemObject(cl_mem memobj) CL_API_SUFFIX__VERSION_1_0 {
+  const Gate g = enter(Ep::clRetainMemObject);
+  if (g.fail) return g.status;
+  if (!retain_tracked(memobj, Kind::Mem, "clRetainMemObject")) return CL_INVALID_MEM_OBJECT;
+  return real().clRetainMemObject(memobj);
 }
 
 CL_API_ENTRY cl_int CL_API_CALL clReleaseMemObject(cl_mem memobj) CL_API_SUFFIX__VERSION_1_0 {
@@ -1045,7 +1052,7 @@ CL_API_ENTRY cl_int CL_API_CALL clSetEventCallback(cl_event event, cl_int comman
 CL_API_ENTRY cl_int CL_API_CALL clRetainEvent(cl_event event) CL_API_SUFFIX__VERSION_1_0 {
   const Gate g = enter(Ep::clRetainEvent);
   if (g.fail) return g.status;
-  if (!retain_tracked(event)) return CL_INVALID_EVENT;
+  if (!retain_tracked(event, Kind::Event, "clRetainEvent")) return CL_INVALID_EVENT;
   return real().clRetainEvent(event);
 }
 
