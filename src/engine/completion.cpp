@@ -291,6 +291,20 @@ void Completion::deliver_outcome(sched::CommandGraph::Outcome& o) {
 }
 
 void Completion::process_outcomes() {
+  // While the loop spins, delivering is not spinning (EngineStats::spin_ns):
+  // timed at the outermost level (a hook may call poll(), which comes back
+  // here), and only when there is something to deliver.
+  if (e.spin_since_ns != 0 && delivering_since_ns == 0 && (!deferred_outcomes.empty() || e.graph.has_outcomes())) {
+    delivering_since_ns = uv_hrtime();
+    deliver_outcomes();
+    if (e.spin_since_ns != 0) e.spin_delivering_ns += uv_hrtime() - std::max(delivering_since_ns, e.spin_since_ns);
+    delivering_since_ns = 0;
+    return;
+  }
+  deliver_outcomes();
+}
+
+void Completion::deliver_outcomes() {
   // Left over from an iteration that ran out of its budget: older than
   // anything still in the graph.
   while (!deferred_outcomes.empty()) {

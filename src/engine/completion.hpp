@@ -51,6 +51,10 @@ struct Completion {
   void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
   void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
   void process_outcomes();
+  void deliver_outcomes();
+  // While the loop spins: when the outermost delivery of outcomes began (0:
+  // none running). Delivering is work, not spinning (EngineStats::spin_ns).
+  std::uint64_t delivering_since_ns = 0;
   void deliver_outcome(sched::CommandGraph::Outcome& o);
   void finalize(CommandId id, const std::optional<Error>& error);
   // The record's state machine: every move goes through here; an illegal

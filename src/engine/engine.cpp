@@ -391,8 +391,19 @@ void Engine::Impl::end_spin_if_due(bool busy) {
   const std::uint64_t now = uv_hrtime();
   if (busy && (now < spin_until_ns || completion.backlog)) return;
   handles->set_spinning(false);
-  if (spin_since_ns != 0) counters.spin_ns += now - spin_since_ns;
+  if (spin_since_ns != 0) {
+    // A delivery still running (this is a callback's poll()) counts up to
+    // now; what it does after belongs to no spin.
+    std::uint64_t delivering = spin_delivering_ns;
+    if (completion.delivering_since_ns != 0) {
+      delivering += now - std::max(completion.delivering_since_ns, spin_since_ns);
+      completion.delivering_since_ns = now;
+    }
+    const std::uint64_t spun = now - spin_since_ns;
+    counters.spin_ns += spun - std::min(spun, delivering);
+  }
   spin_since_ns = 0;
+  spin_delivering_ns = 0;
   for (const auto& d : devices)
     for (Queue& q : d->queues) {
       if (q.callback_after_spin == 0) continue;

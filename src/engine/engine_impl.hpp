@@ -92,6 +92,9 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // Config::spin_us: the loop spins until then (uv_hrtime) while busy.
   std::uint64_t spin_until_ns = 0;
   std::uint64_t spin_since_ns = 0;  // when the current spin began (0: none); EngineStats::spin_ns
+  // Of the current spin, the time spent delivering outcomes (the callbacks
+  // and their finalization): work the loop would have done awake anyway.
+  std::uint64_t spin_delivering_ns = 0;
   // Config::completion Poll: a wait began this step (ask_callback), so the
   // timer polls from kFirstPollUs again; the interval of the poll now set.
   bool poll_asked = false;

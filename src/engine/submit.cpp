@@ -440,7 +440,10 @@ void Submitter::watch(const DeviceCtx& d, Queue& queue, const Command& c) {
     spin_ns += d.spin_rates.extra_ns(c.op, c.bytes);
   }
   e.spin_until_ns = std::max(e.spin_until_ns, now + spin_ns);
-  if (e.spin_since_ns == 0) e.spin_since_ns = now;
+  if (e.spin_since_ns == 0) {
+    e.spin_since_ns = now;
+    e.spin_delivering_ns = 0;
+  }
   e.handles->set_spinning(true);
   queue.callback_after_spin = id;
 }

@@ -138,6 +138,40 @@ TEST(SpinTest, ReadsStillRunningWhenTheSpinEndsAskOneCallbackPerQueue) {
   EXPECT_LE(e.stats().callbacks - callbacks0, 1u) << "a driver callback per read still running when the spin ended";
 }
 
+// spin_ns is the loop's spinning, not the callbacks it delivered meanwhile:
+// a read whose callback computes for 150 ms while the loop spins (a 1 s
+// spin bound, so only idleness ends the spin) adds about the read's own
+// latency, not the callback's time.
+TEST(SpinTest, SpinTimeLeavesOutTheCallbacks) {
+  Watchdog wd("a read whose callback computes while the loop spins", 60);
+  Config c = test_config();
+  c.spin_us = kMaxSpinUs;
+  auto made = Engine::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = **made;
+  auto b = e.allocate(0, 4096);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(e.finish().ok());
+  constexpr std::uint64_t kCallbackNs = 150 * 1000 * 1000;
+  bool got = false;
+  const std::uint64_t t0 = uv_hrtime();
+  ASSERT_TRUE(e.read(*b, 0, 4096, [&](Result<std::span<const std::byte>> r) {
+    EXPECT_TRUE(r.ok());
+    const std::uint64_t until = uv_hrtime() + kCallbackNs;
+    while (uv_hrtime() < until) {
+    }
+    got = true;
+  }).ok());
+  uv_run(e.loop(), UV_RUN_DEFAULT);  // returns once nothing is in flight
+  const std::uint64_t wall = uv_hrtime() - t0;
+  ASSERT_TRUE(got);
+  const std::uint64_t spin = e.stats().spin_ns;
+  EXPECT_GT(spin, 0u) << "the spinning is not reported";
+  EXPECT_GE(wall, kCallbackNs);
+  EXPECT_LE(spin, wall - kCallbackNs) << "the callback's " << kCallbackNs / 1000000 << " ms counted as spinning";
+  EXPECT_TRUE(e.release(*b).ok());
+}
+
 TEST(SpinTest, NoSpinningAtZero) {
   const SpinRun r = read_back_with_spin(0u);
   EXPECT_TRUE(r.correct);
