@@ -10,7 +10,6 @@
 #pragma once
 
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <vector>
 
@@ -33,7 +32,7 @@ class CommandStore {
   // A fresh (value-initialized) record for id next_id().
   Record& add() {
     const std::size_t pos = head_ + size_;
-    if (pos / kChunk == chunks_.size()) {
+    if (pos / kChunk == chunks_.size() - first_) {
       if (spare_.empty()) {
         chunks_.push_back(std::make_unique<Record[]>(kChunk));
       } else {
@@ -60,20 +59,30 @@ class CommandStore {
       ++base_;
       --size_;
       if (++head_ == kChunk) {
-        if (spare_.size() < kSpare) spare_.push_back(std::move(chunks_.front()));
-        chunks_.pop_front();
+        if (spare_.size() < kSpare) spare_.push_back(std::move(chunks_[first_]));
+        chunks_[first_].reset();
+        ++first_;
         head_ = 0;
+        // The emptied front entries go once they are half of the list: a
+        // move of the live ones now and then, amortized over kChunk drops.
+        if (first_ * 2 >= chunks_.size()) {
+          chunks_.erase(chunks_.begin(), chunks_.begin() + static_cast<std::ptrdiff_t>(first_));
+          first_ = 0;
+        }
       }
     }
   }
 
  private:
-  Record& slot(std::size_t pos) { return chunks_[pos / kChunk][pos % kChunk]; }
+  Record& slot(std::size_t pos) { return chunks_[first_ + pos / kChunk][pos % kChunk]; }
 
-  std::deque<std::unique_ptr<Record[]>> chunks_;
+  // The chunks in use are chunks_[first_..]; a vector, not a deque: a lookup
+  // is one index into it (it is on every step of every command).
+  std::vector<std::unique_ptr<Record[]>> chunks_;
+  std::size_t first_ = 0;
   std::vector<std::unique_ptr<Record[]>> spare_;
   CommandId base_ = 1;
-  std::size_t head_ = 0;  // the first record's slot in chunks_.front()
+  std::size_t head_ = 0;  // the first record's slot in chunks_[first_]
   std::size_t size_ = 0;
 };
 

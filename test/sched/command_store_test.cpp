@@ -55,5 +55,33 @@ TEST(CommandStoreTest, ManyRecordsThroughReusedChunks) {
   for (CommandId id = s.base(); id < s.next_id(); ++id) EXPECT_EQ(s.find(id)->value, static_cast<int>(id));
 }
 
+// A window of records several chunks long slides over many chunks: the list
+// of chunks drops its emptied front now and then, and neither lookups nor
+// references to the live records notice.
+TEST(CommandStoreTest, ASlidingWindowOfLiveChunks) {
+  CommandStore<Rec> s;
+  constexpr std::size_t kLive = CommandStore<Rec>::kChunk * 3 + 5;
+  constexpr int kTotal = static_cast<int>(CommandStore<Rec>::kChunk) * 40;
+  std::vector<Rec*> refs;  // refs[id - 1]: the record's address when added
+  for (int i = 1; i <= kTotal; ++i) {
+    Rec& r = s.add();
+    r.value = i;
+    refs.push_back(&r);
+    if (s.size() > kLive) {
+      s.find(s.base())->final = true;
+      s.drop_front_while([](const Rec& x) { return x.final; });
+    }
+    if (i % 97 == 0) {
+      for (CommandId id = s.base(); id < s.next_id(); id += 31) {
+        ASSERT_EQ(s.find(id), refs[id - 1]) << "record " << id << " moved";
+        ASSERT_EQ(s.find(id)->value, static_cast<int>(id));
+      }
+    }
+  }
+  EXPECT_EQ(s.size(), kLive);
+  EXPECT_EQ(s.find(s.base() - 1), nullptr);
+  EXPECT_EQ(s.find(s.next_id() - 1)->value, kTotal);
+}
+
 }  // namespace
 }  // namespace uvcl::sched
