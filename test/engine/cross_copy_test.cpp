@@ -87,6 +87,18 @@ class EngineCrossCopyChild : public EngineTest {
                  }).ok());
   }
 
+  // Runs the loop until the copy's callback ran; returns the most pinned
+  // staging memory in use meanwhile beyond `staging_before`.
+  std::uint64_t run_copy(const Copied& copied, std::uint64_t staging_before) {
+    std::uint64_t staging_max = 0;
+    auto r = eng().run_until([&] {
+      staging_max = std::max(staging_max, eng().stats().staging_bytes - staging_before);
+      return copied.calls > 0;
+    });
+    EXPECT_TRUE(r.ok()) << r.error().to_string();
+    return staging_max;
+  }
+
   // With polled completion the copy's chunks and waits were seen without a
   // single driver callback.
   void expect_no_callbacks_if_polled() {
@@ -248,11 +260,7 @@ TEST_F(EngineCrossCopyChild, DISABLED_LargeCopyThroughABoundedRing) {
   const std::uint64_t snapshots_before = eng().stats().snapshots;
   const std::uint32_t later = 0xdeadbeef;
   ASSERT_TRUE(eng().fill(src, std::as_bytes(std::span<const std::uint32_t>(&later, 1)), 0, vals.size() * 4).ok());
-  std::uint64_t staging_max = 0;
-  ASSERT_TRUE(eng().run_until([&] {
-                 staging_max = std::max(staging_max, eng().stats().staging_bytes - staging_before);
-                 return copied.calls > 0;
-               }).ok());
+  const std::uint64_t staging_max = run_copy(copied, staging_before);
   ASSERT_TRUE(copied.done.ok()) << copied.done.error().to_string();
   EXPECT_LE(staging_max, 16 * kMiB) << "a copy holds at most four 4 MiB chunks of pinned memory";
   EXPECT_GT(staging_max, 0u);
@@ -295,11 +303,7 @@ TEST_F(EngineCrossCopyChild, DISABLED_ConfiguredChunksAndRing) {
     const std::uint64_t staging_before = eng().stats().staging_bytes;
     Copied copied;
     ASSERT_NO_FATAL_FAILURE(copy_into(copied, src, dst, k.bytes));
-    std::uint64_t staging_max = 0;
-    ASSERT_TRUE(eng().run_until([&] {
-                   staging_max = std::max(staging_max, eng().stats().staging_bytes - staging_before);
-                   return copied.calls > 0;
-                 }).ok());
+    const std::uint64_t staging_max = run_copy(copied, staging_before);
     ASSERT_TRUE(copied.done.ok()) << copied.done.error().to_string();
     const std::size_t chunk = std::size_t{k.chunk_mib} * kMiB;
     EXPECT_LE(staging_max, std::min(chunk * k.ring, ((k.bytes + chunk - 1) / chunk) * chunk) + kMiB)

@@ -105,6 +105,27 @@ CrossOutcome cross_job(Engine& e, Kernel k1, std::size_t n) {
   return r;
 }
 
+// Creates `le`'s engine over the shim; false, with the engine destroyed,
+// when it has fewer than two devices (the caller skips).
+bool create_two_devices(LoopEngine& le) {
+  const auto made = le.create(shim_config(4));
+  EXPECT_TRUE(made.ok()) << made.error().to_string();
+  if (made.ok() && le.engine->device_count() >= 2) return true;
+  EXPECT_EQ(le.destroy(), 0);
+  return false;
+}
+constexpr const char* kNeedsTwoDevices = "needs two devices (POCL_DEVICES=\"pthread pthread\")";
+
+// Device 1's "advance" kernel, for cross_job.
+Kernel advance_on_device_1(Engine& e) {
+  auto p1 = e.compile_sync(1, kSource);
+  EXPECT_TRUE(p1.ok()) << p1.error().to_string();
+  auto k1 = p1 ? e.kernel(*p1, "advance") : Result<Kernel>(p1.error());
+  EXPECT_TRUE(k1.ok());
+  if (p1) (void)e.release(*p1);  // the kernel keeps it
+  return k1 ? *k1 : Kernel{};
+}
+
 struct CrossCase {
   const char* spec;
   const char* name_a;  // the error must name one of these
@@ -124,19 +145,13 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
   const int anomalies0 = shim().anomalies();
   {
     LoopEngine le;
-    ASSERT_TRUE(le.create(shim_config(4)).ok());
+    if (!create_two_devices(le)) GTEST_SKIP() << kNeedsTwoDevices;
     Engine& e = *le.engine;
-    if (e.device_count() < 2) {
-      EXPECT_EQ(le.destroy(), 0);
-      GTEST_SKIP() << "needs two devices (POCL_DEVICES=\"pthread pthread\")";
-    }
-    auto p1 = e.compile_sync(1, kSource);
-    ASSERT_TRUE(p1.ok()) << p1.error().to_string();
-    auto k1 = e.kernel(*p1, "advance");
-    ASSERT_TRUE(k1.ok());
+    const Kernel k1 = advance_on_device_1(e);
+    ASSERT_NE(k1.id, 0u);
     const std::size_t n = (std::size_t{10} << 20) / 4;  // 10 MiB: three 4 MiB chunks
     if (*c.spec != '\0') shim().set_fault(c.spec);
-    CrossOutcome r = cross_job(e, *k1, n);
+    CrossOutcome r = cross_job(e, k1, n);
     const int fired = shim().fired();
     shim().reset_faults();
     EXPECT_EQ(r.hang, "") << "errors:\n" << ::testing::PrintToString(r.errors);
@@ -164,11 +179,10 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
       }
     }
     // The engine still copies across devices afterwards.
-    CrossOutcome again = cross_job(e, *k1, n);
+    CrossOutcome again = cross_job(e, k1, n);
     EXPECT_TRUE(again.correct) << "cross-device copy after the fault: " << again.hang << " "
                                << ::testing::PrintToString(again.errors);
-    (void)e.release(*k1);
-    (void)e.release(*p1);
+    (void)e.release(k1);
     EXPECT_EQ(le.destroy(), 0);
   }
   EXPECT_EQ(shim().live("all") - live0, 0) << "mem " << shim().live("mem") << " event " << shim().live("event");
@@ -184,25 +198,18 @@ TEST(TwoDevicesCounting, EveryStatusReadOfACopyIsCounted) {
   Watchdog wd("a cross-device copy, counting status reads", 60);
   shim().reset_faults();
   LoopEngine le;
-  ASSERT_TRUE(le.create(shim_config(4)).ok());
+  if (!create_two_devices(le)) GTEST_SKIP() << kNeedsTwoDevices;
   Engine& e = *le.engine;
-  if (e.device_count() < 2) {
-    EXPECT_EQ(le.destroy(), 0);
-    GTEST_SKIP() << "needs two devices (POCL_DEVICES=\"pthread pthread\")";
-  }
-  auto p1 = e.compile_sync(1, kSource);
-  ASSERT_TRUE(p1.ok()) << p1.error().to_string();
-  auto k1 = e.kernel(*p1, "advance");
-  ASSERT_TRUE(k1.ok());
+  const Kernel k1 = advance_on_device_1(e);
+  ASSERT_NE(k1.id, 0u);
   const long calls0 = shim().calls("clGetEventInfo");
   const std::uint64_t counted0 = e.stats().status_queries;
-  CrossOutcome r = cross_job(e, *k1, (std::size_t{18} << 20) / 4);  // 18 MiB: five 4 MiB chunks
+  CrossOutcome r = cross_job(e, k1, (std::size_t{18} << 20) / 4);  // 18 MiB: five 4 MiB chunks
   EXPECT_TRUE(r.correct) << r.hang << " " << ::testing::PrintToString(r.errors);
   const long calls = shim().calls("clGetEventInfo") - calls0;
   EXPECT_GT(calls, 0);
   EXPECT_EQ(static_cast<long>(e.stats().status_queries - counted0), calls);
-  (void)e.release(*k1);
-  (void)e.release(*p1);
+  (void)e.release(k1);
   EXPECT_EQ(le.destroy(), 0);
 }
 
