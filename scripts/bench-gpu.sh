@@ -3,12 +3,13 @@
 # whole suite (figure 11 over the three recorded jobs), then each figure
 # that has a driver table again through the timing library (host time per
 # OpenCL entry point, both sides), then figure 5 with every read submitted
-# on its own (opencl.read_burst_us 0) to compare with the suite's default.
+# on its own (opencl.read_burst_us 0) to compare with the suite's default,
+# then figures 5 and 6 twice more: their ratios move from run to run.
 #
 #   scripts/bench-gpu.sh OUT DEVICE [TIMING_LIB] [-- uvcl_bench command...]
 #
-# Writes OUT/h200.json, OUT/h200-cl-timing.json, OUT/h200-f5-burst0.json and
-# a log of each. The command defaults to build-bench/bench/uvcl_bench; give
+# Writes OUT/h200.json, OUT/h200-cl-timing.json, OUT/h200-f5-burst0.json,
+# OUT/h200-f56-again-{1,2}.json and a log of each. The command defaults to build-bench/bench/uvcl_bench; give
 # the one that runs it there (a wrapper that sets the library path).
 # Copy OUT/h200.json to bench-results/ and run scripts/bench.sh --doc-only.
 set -uo pipefail
@@ -41,4 +42,6 @@ run() {  # name, then uvcl_bench arguments
 run h200 --growth-launches 2000000 "${jobs[@]}"
 [ -n "$timing" ] && run h200-cl-timing --figure 1,2,5,5x,6,10 --cl-library "$timing"
 run h200-f5-burst0 --figure 5 --engine-read-burst-us 0
+run h200-f56-again-1 --figure 5,6
+run h200-f56-again-2 --figure 5,6
 exit $status
