@@ -177,9 +177,10 @@ struct EngineStats {
   // unread first has the rest copied aside on the source device: how often.
   std::uint64_t snapshots = 0;
   // Wall time the loop spent spinning for completions (opencl.spin_us)
-  // instead of sleeping: CPU time of the loop's core. The engine's callbacks
-  // run meanwhile are not counted (they are work the loop does awake
-  // anyway); the loop's other handles' callbacks are.
+  // instead of sleeping: CPU time of the loop's core. Delivering commands'
+  // outcomes meanwhile (their callbacks) is not counted: work the loop does
+  // awake anyway. Other callbacks are (the error listener, compile
+  // callbacks, the loop's other handles).
   std::uint64_t spin_ns = 0;
   std::uint64_t in_flight = 0, pending = 0;
   // Commands made whose callback has not run yet (not final): in windows, in

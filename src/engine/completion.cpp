@@ -294,14 +294,17 @@ void Completion::process_outcomes() {
   // While the loop spins, delivering is not spinning (EngineStats::spin_ns):
   // timed at the outermost level (a hook may call poll(), which comes back
   // here), and only when there is something to deliver.
-  if (e.spin_since_ns != 0 && delivering_since_ns == 0 && (!deferred_outcomes.empty() || e.graph.has_outcomes())) {
-    delivering_since_ns = uv_hrtime();
+  if (delivering || (deferred_outcomes.empty() && !e.graph.has_outcomes())) {
     deliver_outcomes();
-    if (e.spin_since_ns != 0) e.spin_delivering_ns += uv_hrtime() - std::max(delivering_since_ns, e.spin_since_ns);
-    delivering_since_ns = 0;
     return;
   }
+  delivering = true;
+  delivering_since_ns = e.spin_since_ns != 0 ? uv_hrtime() : 0;  // else set if a spin starts meanwhile
   deliver_outcomes();
+  if (delivering_since_ns != 0 && e.spin_since_ns != 0)
+    e.spin_delivering_ns += uv_hrtime() - std::max(delivering_since_ns, e.spin_since_ns);
+  delivering_since_ns = 0;
+  delivering = false;
 }
 
 void Completion::deliver_outcomes() {

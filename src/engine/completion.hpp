@@ -52,8 +52,10 @@ struct Completion {
   void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
   void process_outcomes();
   void deliver_outcomes();
-  // While the loop spins: when the outermost delivery of outcomes began (0:
-  // none running). Delivering is work, not spinning (EngineStats::spin_ns).
+  // The outermost delivery of outcomes is running; while the loop spins,
+  // since when (0: no spin yet). Delivering is work, not spinning
+  // (EngineStats::spin_ns).
+  bool delivering = false;
   std::uint64_t delivering_since_ns = 0;
   void deliver_outcome(sched::CommandGraph::Outcome& o);
   void finalize(CommandId id, const std::optional<Error>& error);

@@ -126,9 +126,11 @@ void Memory::free_when_unused(std::uint64_t id) {
   // releases a temporary right after enqueuing its last use. The record
   // stays Dying until then: its bytes count as allocated while the device
   // may still use them, and its hazards order nothing new.
-  e.api->clReleaseMemObject(b.mem);
-  b.mem = nullptr;
-  ++mems_released;  // the driver may hand its address to the next buffer
+  if (b.mem) {
+    e.api->clReleaseMemObject(b.mem);
+    b.mem = nullptr;
+    ++mems_released;  // the driver may hand its address to the next buffer
+  }
   if (b.uses_in_flight == 0) {
     free_buffer(id, b);
     buffers.erase(id);

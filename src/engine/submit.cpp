@@ -68,6 +68,7 @@ void Submitter::unstage(std::uint32_t device) { e.devices[device]->window.pop_ba
 
 CommandId Submitter::commit(std::uint32_t device) {
   DeviceCtx& d = *e.devices[device];
+  snapshot_what_the_last_overwrites(d);
   Command& c = d.window.back();
   record(device, c);
   const CommandId id = c.id;
@@ -76,10 +77,20 @@ CommandId Submitter::commit(std::uint32_t device) {
   return id;
 }
 
-CommandId Submitter::submit_ahead(std::uint32_t device, Command c) {
-  record(device, c);
-  submit_one(*e.devices[device], c);
-  return c.id;
+void Submitter::snapshot_what_the_last_overwrites(DeviceCtx& d) {
+  bool overwrites = false;
+  for (Access& a : d.window.back().accesses) {
+    if (!a.write) continue;
+    if (!a.rec) a.rec = e.memory.buffers.find(a.buffer);
+    overwrites = overwrites || a.rec->cross_readers > 0;
+  }
+  if (!overwrites) return;
+  // The snapshots go into the window first: program order is window order.
+  Command last = std::move(d.window.back());
+  d.window.pop_back();
+  for (const Access& a : last.accesses)
+    if (a.write && a.rec->cross_readers > 0) e.transfers.snapshot_unread(a.buffer);
+  d.window.emplace() = std::move(last);
 }
 
 void Submitter::record(std::uint32_t device, Command& c) {
@@ -199,8 +210,6 @@ void Submitter::fail_unsubmitted(const Command& c, Error err) {
 // recorded as submitted, watched (if someone awaits it) and shown (trace,
 // schedule). A step that fails the command ends its submission.
 void Submitter::submit_one(DeviceCtx& d, Command& c) {
-  for (const Access& a : c.accesses)
-    if (a.write && a.rec->cross_readers > 0) e.transfers.snapshot_unread(a.buffer);
   if (!admit(d, c)) return;
   const QueueIndex q = place(d, c);
   Waits waits;
@@ -443,6 +452,9 @@ void Submitter::watch(const DeviceCtx& d, Queue& queue, const Command& c) {
   if (e.spin_since_ns == 0) {
     e.spin_since_ns = now;
     e.spin_delivering_ns = 0;
+    // Issued from a callback being delivered: the rest of the delivery is
+    // not spinning either.
+    if (e.completion.delivering && e.completion.delivering_since_ns == 0) e.completion.delivering_since_ns = now;
   }
   e.handles->set_spinning(true);
   queue.callback_after_spin = id;

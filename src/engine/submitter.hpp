@@ -23,10 +23,6 @@ struct Submitter {
   Command& stage(std::uint32_t device);
   CommandId commit(std::uint32_t device);
   void unstage(std::uint32_t device);
-  // Submits `c` at once, from inside a window's submission, ahead of the
-  // command being submitted there (a cross-device copy's snapshot of a
-  // source that command overwrites).
-  CommandId submit_ahead(std::uint32_t device, Command c);
   void submit_window(std::uint32_t device);
   // A read is a sync point: its window is submitted at once — unless the
   // read comes in a burst (Config::read_burst_us), when it stays in the
@@ -58,6 +54,12 @@ struct Submitter {
   static constexpr std::size_t kSharedReadMaxBytes = std::size_t{64} * 1024;
 
  private:
+  // The window's last command, about to be committed, writes the source of
+  // a cross-device copy that still reads it in place: the copy has what it
+  // has not read copied aside first, in the window right before that
+  // command (Transfers::snapshot_unread), so the reads it makes later find
+  // the source as it was at copy().
+  void snapshot_what_the_last_overwrites(DeviceCtx& d);
   // A command's record, and the holds it keeps on its buffers and kernel
   // until it is submitted.
   void record(std::uint32_t device, Command& c);

@@ -342,7 +342,7 @@ void Transfers::snapshot_unread(std::uint64_t buffer) {
     c.accesses.push_back(Access{snap->id, false, true});
     c.src_offset = x.read_offset + base;
     c.bytes = rest;
-    e.submitter.submit_ahead(x.src_device, std::move(c));
+    e.submitter.enqueue(x.src_device, std::move(c));
     release_held(x);  // the snapshot's copy holds the source until it ran
     x.held = x.read_from = snap->id;
     x.read_offset = 0;
@@ -515,10 +515,12 @@ void Transfers::poll_crosses() {
     std::vector<std::uint32_t> sources;
     for (auto [xid, i] : next_reads) {
       cross_read(xid, i);
-      CrossCopy& x = crosses.at(xid);
-      sources.push_back(x.src_device);
-      if (x.reads_issued == x.chunks.size()) release_held(x);
+      sources.push_back(crosses.at(xid).src_device);
     }
+    // Only once every read is made: the copy's reference may be the source's
+    // last, and a read made after it was dropped would find no buffer.
+    for (auto [xid, i] : next_reads)
+      if (CrossCopy& x = crosses.at(xid); x.reads_issued == x.chunks.size()) release_held(x);
     for (std::uint32_t dev : sources) e.submitter.submit_window(dev);
     for (std::uint64_t xid : finished) cross_finish(xid);
     again = !finished.empty();

@@ -172,6 +172,38 @@ TEST(SpinTest, SpinTimeLeavesOutTheCallbacks) {
   EXPECT_TRUE(e.release(*b).ok());
 }
 
+// The read behind a slow kernel outlasts its spin and comes by the driver's
+// callback, outside any spin. Its callback issues another read, which starts
+// a spin, and then computes for 150 ms: that time is the callback's, not the
+// spin's.
+TEST(SpinTest, ASpinStartedInsideACallbackLeavesOutTheRestOfIt) {
+  Watchdog wd("a callback that starts a spin, then computes", 60);
+  Config c = test_config();
+  c.spin_us = 1000;
+  auto made = Engine::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = **made;
+  Buffer out;
+  std::uint32_t expect = 0;
+  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(e, 5, 100, out, expect));
+  constexpr std::uint64_t kCallbackNs = 150 * 1000 * 1000;
+  int got = 0;
+  std::uint64_t spin_before = 0;
+  ASSERT_TRUE(e.read(out, 0, 4, [&](Result<std::span<const std::byte>> r) {
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    spin_before = e.stats().spin_ns;
+    EXPECT_TRUE(e.read(out, 0, 4, [&](Result<std::span<const std::byte>>) { ++got; }).ok());
+    const std::uint64_t until = uv_hrtime() + kCallbackNs;
+    while (uv_hrtime() < until) {
+    }
+    ++got;
+  }).ok());
+  uv_run(e.loop(), UV_RUN_DEFAULT);
+  EXPECT_EQ(got, 2);
+  const std::uint64_t spun = e.stats().spin_ns - spin_before;
+  EXPECT_LT(spun, kCallbackNs / 2) << "the callback's time after its read counted as spinning";
+}
+
 TEST(SpinTest, NoSpinningAtZero) {
   const SpinRun r = read_back_with_spin(0u);
   EXPECT_TRUE(r.correct);
