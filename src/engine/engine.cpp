@@ -237,6 +237,7 @@ void Engine::Impl::shutdown() {
       if (c.write) api->clReleaseEvent(c.write);
       devices[x.src_device]->staging->give_back(c.staging);
     }
+    for (const Staging& s : x.free_blocks) devices[x.src_device]->staging->give_back(s);
   }
   transfers.crosses.clear();
   memory.buffers.for_each([this](std::uint64_t, BufferRec& b) {

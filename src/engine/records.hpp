@@ -67,6 +67,9 @@ struct Command {
   std::uint64_t cross = 0;  // CrossCopy id
   FinalHook on_final;
   bool wants_callback = false;  // someone waits: ask the driver for a callback
+  // A cross-device copy's chunk read beyond its ring: on the device's
+  // transfer queue, made only once what it reads is complete (no wait).
+  bool on_transfer_queue = false;
 };
 
 // One record per command, its whole life (sched::CommandState), in dense

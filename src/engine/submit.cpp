@@ -261,6 +261,7 @@ QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
   settled_.placing = false;
   if (c.op == Op::Timed) return d.profiling_queue();
   if (c.op == Op::CrossWrite) return sched::kNoQueue;
+  if (c.on_transfer_queue) return d.transfer_queue();
   sched::ScratchList<sched::AccessView, 8> views;
   for (const Access& a : c.accesses) views.push_back({&a.rec->hazards, a.write});
   if (auto q = sched::continued_queue(views.span(), d.load.size(), e)) return *q;

@@ -10,6 +10,8 @@
 // user event can block them; and with no wait list: the engine holds each
 // back until what the destination command waits for has completed, so they
 // cannot block, in order, the writes of another copy they would wait for.
+// The chunk reads beyond the ring, made as chunks land, likewise go to the
+// source's transfer queue only once what they read is complete.
 #include <algorithm>
 #include <cstring>
 
@@ -292,7 +294,7 @@ Result<void> Engine::copy(Buffer src, std::size_t src_offset, Buffer dst, std::s
   return {};
 }
 
-CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i) {
+CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i, bool late) {
   const CrossCopy& x = crosses.at(xid);
   const CrossChunk& chunk = x.chunks[i];
   Command r;
@@ -302,6 +304,7 @@ CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i) {
   r.bytes = chunk.bytes;
   r.host_dst = chunk.staging.ptr;
   r.wants_callback = true;
+  r.on_transfer_queue = late;
   r.on_final = [this, xid, i](CommandId, const std::optional<Error>& err) { cross_chunk_read(xid, i, err); };
   const CommandId id = e.submitter.enqueue(x.src_device, std::move(r));
   crosses.at(xid).chunks[i].read = id;  // enqueue may have submitted: look x up again
@@ -486,7 +489,7 @@ void Transfers::poll_crosses() {
   for (bool again = true; again;) {
     for (const auto& d : e.devices) cross_issue_device(e, *d);
     std::vector<std::uint64_t> finished;
-    std::vector<std::pair<std::uint64_t, std::size_t>> next_reads;  // a landed chunk's block, reused
+    std::vector<std::uint64_t> with_free_blocks;  // copies with landed chunks' blocks for their next reads
     for (auto& [xid, x] : crosses) {
       for (; x.landed < x.next_write; ++x.landed) {
         CrossChunk& chunk = x.chunks[x.landed];
@@ -504,27 +507,56 @@ void Transfers::poll_crosses() {
         e.api->clReleaseEvent(chunk.write);
         chunk.write = nullptr;
         --x.outstanding_writes;
-        if (x.reads_issued < x.chunks.size() && !x.error && !x.abandoned) {
-          std::swap(x.chunks[x.reads_issued].staging, chunk.staging);
-          next_reads.emplace_back(xid, x.reads_issued++);
+        if (x.reads_issued + x.free_blocks.size() < x.chunks.size() && !x.error && !x.abandoned) {
+          x.free_blocks.push_back(chunk.staging);
+          chunk.staging = Staging{};
         }
       }
+      if (!x.free_blocks.empty()) with_free_blocks.push_back(xid);
       const bool settled = x.error || x.abandoned || !x.dst_submitted || x.next_write == x.chunks.size();
       if (x.reads_done == x.reads_issued && settled && x.outstanding_writes == 0) finished.push_back(xid);
     }
     std::vector<std::uint32_t> sources;
-    for (auto [xid, i] : next_reads) {
-      cross_read(xid, i);
-      sources.push_back(crosses.at(xid).src_device);
-    }
-    // Only once every read is made: the copy's reference may be the source's
-    // last, and a read made after it was dropped would find no buffer.
-    for (auto [xid, i] : next_reads)
-      if (CrossCopy& x = crosses.at(xid); x.reads_issued == x.chunks.size()) release_held(x);
+    for (std::uint64_t xid : with_free_blocks)
+      if (auto dev = issue_late_reads(xid)) sources.push_back(*dev);
     for (std::uint32_t dev : sources) e.submitter.submit_window(dev);
     for (std::uint64_t xid : finished) cross_finish(xid);
     again = !finished.empty();
   }
+}
+
+std::optional<std::uint32_t> Transfers::issue_late_reads(std::uint64_t xid) {
+  CrossCopy& x = crosses.at(xid);
+  if (x.error || x.abandoned) return std::nullopt;
+  // What the reads read must be complete: its last writer (the copy's
+  // source's, from before copy(); or the snapshot's copy) and a timed
+  // launch all later commands of the device wait for. Made before that, a
+  // read would wait in the transfer queue, and chunk writes queued there
+  // behind it could be what that writer waits for.
+  DeviceCtx& d = *e.devices[x.src_device];
+  const BufferRec* from = e.memory.buffers.find(x.read_from);
+  std::optional<CommandId> producer;
+  if (from && from->hazards.writer && !e.is_complete(from->hazards.writer->id)) producer = from->hazards.writer->id;
+  else if (d.barrier && !e.is_complete(*d.barrier)) producer = d.barrier;
+  if (producer) {
+    if (x.producer_asked != *producer) {  // the loop looks again once it completes
+      e.ask_callback_for(d, *producer);
+      x.producer_asked = *producer;
+    }
+    return std::nullopt;
+  }
+  const std::uint32_t device = x.src_device;
+  while (!x.free_blocks.empty() && x.reads_issued < x.chunks.size()) {
+    const std::size_t i = x.reads_issued++;
+    x.chunks[i].staging = x.free_blocks.back();
+    x.free_blocks.pop_back();
+    cross_read(xid, i, true);
+  }
+  // Only once every read is made: the copy's reference may be the source's
+  // last, and a read made after it was dropped would find no buffer.
+  CrossCopy& again = crosses.at(xid);  // enqueue may have submitted: look x up again
+  if (again.reads_issued == again.chunks.size()) release_held(again);
+  return device;
 }
 
 void Transfers::cross_finish(std::uint64_t xid) {
@@ -533,6 +565,7 @@ void Transfers::cross_finish(std::uint64_t xid) {
   CrossCopy x = std::move(it->second);
   crosses.erase(it);
   for (CrossChunk& c : x.chunks) e.devices[x.src_device]->staging->give_back(c.staging);
+  for (const Staging& s : x.free_blocks) e.devices[x.src_device]->staging->give_back(s);
   release_held(x);
   for (cl_event w : x.dst_waits) e.api->clReleaseEvent(w);
   e.api->clReleaseMemObject(x.dst_mem);

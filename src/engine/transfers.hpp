@@ -43,6 +43,10 @@ struct CrossCopy {
   bool lazy = false;
   std::vector<CrossChunk> chunks;
   std::size_t reads_issued = 0, reads_done = 0;
+  // Blocks of landed chunks, for the next chunks' reads; and the command
+  // those reads wait to see complete, once asked for its completion.
+  std::vector<Staging> free_blocks;
+  CommandId producer_asked = 0;
   CommandId dst_command = 0;
   cl_event user_event = nullptr;     // owned by the dst command's record
   // What the dst command waits for (retained), and the commands they belong
@@ -81,7 +85,12 @@ struct Transfers {
   // Hands slot's data (or error) to its callback and the block back to its pool.
   void deliver_read(std::uint32_t slot, const std::optional<Error>& error);
 
-  CommandId cross_read(std::uint64_t xid, std::size_t i);  // enqueues chunk i's read; the caller counts reads_issued
+  // Enqueues chunk i's read (`late`: beyond the ring, see Command::
+  // on_transfer_queue); the caller counts reads_issued.
+  CommandId cross_read(std::uint64_t xid, std::size_t i, bool late = false);
+  // Makes the copy's next chunk reads, one per free block, once what they
+  // read is complete; returns the device whose window holds them, if any.
+  std::optional<std::uint32_t> issue_late_reads(std::uint64_t xid);
   void release_held(CrossCopy& x);  // the last read is issued, or the copy ends
   // A command about to be submitted writes `buffer`, which copies still read
   // chunk by chunk: each first snapshots what it has not read (a device copy
