@@ -87,6 +87,17 @@ class EngineCrossCopyChild : public EngineTest {
                  }).ok());
   }
 
+  // A new engine (polled if this child is) whose copies move chunks of
+  // chunk_mib MiB, ring of them at a time, through windows of `window`.
+  void make_chunked_engine(unsigned chunk_mib, unsigned ring, unsigned window = Config{}.window) {
+    Config c = test_config();
+    if (polled_) c.completion = CompletionMode::Poll;
+    c.cross_copy_chunk_mib = chunk_mib;
+    c.cross_copy_ring = ring;
+    c.window = window;
+    make_engine(c);
+  }
+
   // Runs the loop until the copy's callback ran; returns the most pinned
   // staging memory in use meanwhile beyond `staging_before`.
   std::uint64_t run_copy(const Copied& copied, std::uint64_t staging_before) {
@@ -291,11 +302,7 @@ TEST_F(EngineCrossCopyChild, DISABLED_ConfiguredChunksAndRing) {
   };
   for (const Case k : {Case{1, 2, 9 * kMiB + 12}, Case{2, 1, 5 * kMiB}, Case{16, 4, 13 * kMiB + 4}}) {
     SCOPED_TRACE("chunk " + std::to_string(k.chunk_mib) + " MiB, ring " + std::to_string(k.ring));
-    Config c = test_config();
-    if (polled_) c.completion = CompletionMode::Poll;
-    c.cross_copy_chunk_mib = k.chunk_mib;
-    c.cross_copy_ring = k.ring;
-    make_engine(c);
+    make_chunked_engine(k.chunk_mib, k.ring);
     ASSERT_GE(eng().device_count(), 2u);
     const auto vals = pattern(k.bytes / 4, 11, k.chunk_mib);
     Buffer src = upload(vals, 0), dst = alloc(1, k.bytes);
@@ -326,12 +333,7 @@ TEST_F(EngineCrossCopyChild, DISABLED_ConfiguredChunksAndRing) {
 // part of the source copied aside before the write, not the source after it.
 TEST_F(EngineCrossCopyChild, DISABLED_SourceWrittenFromACallbackMidCopy) {
   Watchdog wd("cross-device copies whose source a callback writes", 3 * kHangSeconds);
-  Config c = test_config();
-  if (polled_) c.completion = CompletionMode::Poll;
-  c.cross_copy_chunk_mib = 1;
-  c.cross_copy_ring = 2;
-  c.window = 1000;  // nothing goes out before the loop's prepare step
-  make_engine(c);
+  make_chunked_engine(1, 2, 1000);  // window 1000: nothing goes out before the loop's prepare step
   const std::size_t bytes = 24 * kMiB;
   for (int round = 0; round < 8; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
@@ -372,12 +374,7 @@ TEST_F(EngineCrossCopyChild, DISABLED_SourceWrittenFromACallbackMidCopy) {
 // every later chunk's read still finds the source's memory object.
 TEST_F(EngineCrossCopyChild, DISABLED_SourceReleasedWithWindowsOfOne) {
   Watchdog wd("cross-device copies of released sources, window 1", 3 * kHangSeconds);
-  Config c = test_config();
-  if (polled_) c.completion = CompletionMode::Poll;
-  c.cross_copy_chunk_mib = 1;
-  c.cross_copy_ring = 2;
-  c.window = 1;
-  make_engine(c);
+  make_chunked_engine(1, 2, 1);
   const std::size_t bytes = 4 * kMiB;
   for (int round = 0; round < 20; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));

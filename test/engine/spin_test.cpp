@@ -78,6 +78,22 @@ void launch_slow_kernel(Engine& e, std::uint32_t seed, double ms, Buffer& out, s
   ASSERT_TRUE(e.launch(util::make_launch(*spin, {util::buf(*in), util::buf(out), util::u32(iters), util::u32(1)}, {1}, {1})).ok());
 }
 
+// An engine spinning spin_us for awaited commands, with a ~100 ms kernel
+// that writes `out` already launched (launch_slow_kernel).
+struct BehindSlowKernel {
+  std::unique_ptr<Engine> engine;
+  Buffer out;
+  std::uint32_t expect = 0;
+};
+void make_behind_slow_kernel(unsigned spin_us, BehindSlowKernel& s) {
+  Config c = test_config();
+  c.spin_us = spin_us;
+  auto made = Engine::create(c);
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  s.engine = std::move(made.value());
+  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(*s.engine, 5, 100, s.out, s.expect));
+}
+
 std::uint32_t word_of(std::span<const std::byte> d) {
   std::uint32_t v = 0;
   std::memcpy(&v, d.data(), sizeof v);
@@ -89,14 +105,11 @@ std::uint32_t word_of(std::span<const std::byte> d) {
 // the read's completion.
 TEST(SpinTest, AReadOutlastingTheSpinStillCompletes) {
   Watchdog wd("a read that outlasts spin_us", 30);
-  Config c = test_config();
-  c.spin_us = 1;
-  auto made = Engine::create(c);
-  ASSERT_TRUE(made.ok()) << made.error().to_string();
-  Engine& e = **made;
-  Buffer out;
-  std::uint32_t expect = 0;
-  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(e, 5, 100, out, expect));
+  BehindSlowKernel s;
+  ASSERT_NO_FATAL_FAILURE(make_behind_slow_kernel(1, s));
+  Engine& e = *s.engine;
+  const Buffer out = s.out;
+  const std::uint32_t expect = s.expect;
   bool got = false;
   ASSERT_TRUE(e.read(out, 0, 4, [&](Result<std::span<const std::byte>> r) {
     got = true;
@@ -178,14 +191,10 @@ TEST(SpinTest, SpinTimeLeavesOutTheCallbacks) {
 // spin's.
 TEST(SpinTest, ASpinStartedInsideACallbackLeavesOutTheRestOfIt) {
   Watchdog wd("a callback that starts a spin, then computes", 60);
-  Config c = test_config();
-  c.spin_us = 1000;
-  auto made = Engine::create(c);
-  ASSERT_TRUE(made.ok()) << made.error().to_string();
-  Engine& e = **made;
-  Buffer out;
-  std::uint32_t expect = 0;
-  ASSERT_NO_FATAL_FAILURE(launch_slow_kernel(e, 5, 100, out, expect));
+  BehindSlowKernel s;
+  ASSERT_NO_FATAL_FAILURE(make_behind_slow_kernel(1000, s));
+  Engine& e = *s.engine;
+  const Buffer out = s.out;
   constexpr std::uint64_t kCallbackNs = 150 * 1000 * 1000;
   int got = 0;
   std::uint64_t spin_before = 0;
