@@ -533,7 +533,7 @@ std::optional<std::uint32_t> Transfers::issue_late_reads(std::uint64_t xid) {
   // launch all later commands of the device wait for. Made before that, a
   // read would wait in the transfer queue, and chunk writes queued there
   // behind it could be what that writer waits for.
-  DeviceCtx& d = *e.devices[x.src_device];
+  const DeviceCtx& d = *e.devices[x.src_device];
   const BufferRec* from = e.memory.buffers.find(x.read_from);
   std::optional<CommandId> producer;
   if (from && from->hazards.writer && !e.is_complete(from->hazards.writer->id)) producer = from->hazards.writer->id;
