@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -18,11 +19,14 @@ namespace uvcl::testing {
 
 class Watchdog {
  public:
-  Watchdog(std::string label, double seconds) : label_(std::move(label)) {
+  // `report`, if given, is printed with the message: what led to the hang.
+  Watchdog(std::string label, double seconds, std::function<std::string()> report = {})
+      : label_(std::move(label)), report_(std::move(report)) {
     thread_ = std::thread([this, seconds] {
       std::unique_lock lock(mutex_);
       if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) {
         std::fprintf(stderr, "WATCHDOG: \"%s\" hung for more than %.0f s\n", label_.c_str(), seconds);
+        if (report_) std::fprintf(stderr, "%s", report_().c_str());
         std::fflush(stderr);
         std::_Exit(3);
       }
@@ -41,6 +45,7 @@ class Watchdog {
 
  private:
   std::string label_;
+  std::function<std::string()> report_;
   std::mutex mutex_;
   std::condition_variable cv_;
   bool done_ = false;

@@ -29,7 +29,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
@@ -38,7 +37,6 @@
 #include <optional>
 #include <random>
 #include <sstream>
-#include <thread>
 
 #include "../child_process.hpp"
 #include "engine_test_util.hpp"
@@ -141,7 +139,7 @@ struct State {
   Kernel affine[2];
   std::vector<Slot> slots = std::vector<Slot>(kSlots);
   std::vector<std::string> program;  // in call order, with polls and pauses (under `mutex`)
-  mutable std::mutex mutex;          // the program is printed from HangReport's thread
+  mutable std::mutex mutex;          // the program is printed from the Watchdog's thread
   std::vector<Written> written;
   std::size_t commands = 0;
   long op = -1;  // the program step being run (-1: a callback at the end)
@@ -526,42 +524,6 @@ void execute(State& st, const Op& o, const std::shared_ptr<State>& self) {
   }
 }
 
-// A seed still running after `seconds` prints its program so far (the
-// Watchdog, a little later, ends the process): a hang is reported with what
-// led to it.
-class HangReport {
- public:
-  HangReport(std::string label, std::shared_ptr<const State> st, double seconds)
-      : label_(std::move(label)), st_(std::move(st)) {
-    thread_ = std::thread([this, seconds] {
-      std::unique_lock lock(mutex_);
-      if (!cv_.wait_for(lock, std::chrono::duration<double>(seconds), [this] { return done_; })) {
-        std::fprintf(stderr, "HANG: %s still running after %.0f s; program so far, in call order:\n%s", label_.c_str(),
-                     seconds, st_->listing().c_str());
-        std::fflush(stderr);
-      }
-    });
-  }
-  ~HangReport() {
-    {
-      std::lock_guard lock(mutex_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-  HangReport(const HangReport&) = delete;
-  HangReport& operator=(const HangReport&) = delete;
-
- private:
-  std::string label_;
-  std::shared_ptr<const State> st_;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
 struct Totals {
   int seeds = 0;
   std::uint64_t snapshots = 0, cross_copies = 0;
@@ -581,7 +543,10 @@ void EngineCrossSeqConsChild::run_seed(std::uint32_t seed, int commands, Totals&
   const SeedConfig sc = seed_config(seed);
   const std::string label = "seed " + std::to_string(seed) + " (" + sc.to_string() + ")";
   SCOPED_TRACE(label);
-  Watchdog wd("cross-device sequential consistency, " + label, kSeedHangSeconds);
+  auto st = std::make_shared<State>();
+  // A hang is reported with what led to it.
+  Watchdog wd("cross-device sequential consistency, " + label, kSeedHangSeconds,
+              [st] { return "program so far, in call order:\n" + st->listing(); });
   const std::uint64_t t0 = uv_hrtime();
   Config c = test_config();
   c.window = sc.window;
@@ -592,9 +557,7 @@ void EngineCrossSeqConsChild::run_seed(std::uint32_t seed, int commands, Totals&
   if (HasFatalFailure()) return;
   ASSERT_GE(eng().device_count(), 2u) << "POCL_DEVICES=\"pthread pthread\" should give two devices";
 
-  auto st = std::make_shared<State>();
   st->eng = &eng();
-  HangReport hang_report(label, st, kSeedHangSeconds - 5);
   for (std::size_t d = 0; d < 2; ++d) {
     Program p = compile(kAffineSource, d);
     st->affine[d] = kernel(p, "xsc_affine");
