@@ -177,11 +177,7 @@ void Engine::Impl::shutdown() {
   // would write their remaining chunks and complete their user events. Fail
   // those events, so what waits on them fails rather than hangs; the copies'
   // callbacks are cancelled below.
-  for (auto& [id, x] : transfers.crosses) {
-    if (!x.dst_submitted || x.abandoned) continue;
-    api->clSetUserEventStatus(x.user_event, CL_INVALID_OPERATION);
-    x.abandoned = true;
-  }
+  transfers.abandon();
   // Work on the devices: the one blocking wait, at teardown.
   for (const auto& d : devices)
     for (Queue& q : d->queues)
@@ -230,16 +226,7 @@ void Engine::Impl::shutdown() {
   }
   deliver_raised();
   errors.cancel_scopes();
-  for (auto& [id, x] : transfers.crosses) {
-    for (cl_event w : x.dst_waits) api->clReleaseEvent(w);
-    api->clReleaseMemObject(x.dst_mem);
-    for (CrossChunk& c : x.chunks) {
-      if (c.write) api->clReleaseEvent(c.write);
-      devices[x.src_device]->staging->give_back(c.staging);
-    }
-    for (const Staging& s : x.free_blocks) devices[x.src_device]->staging->give_back(s);
-  }
-  transfers.crosses.clear();
+  transfers.release_all();
   memory.buffers.for_each([this](std::uint64_t, BufferRec& b) {
     hazards.clear(b.hazards);
     if (b.mem) api->clReleaseMemObject(b.mem);

@@ -70,6 +70,11 @@ struct Command {
   // A cross-device copy's chunk read beyond its ring: on the device's
   // transfer queue, made only once what it reads is complete (no wait).
   bool on_transfer_queue = false;
+  // A copy the engine enqueues itself once what it waits for has completed
+  // (HeldCopy): a snapshot of a cross-device copy's unread source, which
+  // an in-order queue could otherwise hold behind work waiting for that
+  // very copy.
+  bool held = false;
 };
 
 // One record per command, its whole life (sched::CommandState), in dense

@@ -35,7 +35,7 @@ cl_event Submitter::fence(DeviceCtx& d, QueueIndex q) {
 }
 
 bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
-  if (d.event_per_command || c.op == Op::Timed || c.op == Op::CrossWrite || e.trace != nullptr) return true;
+  if (d.event_per_command || c.op == Op::Timed || c.op == Op::CrossWrite || c.held || e.trace != nullptr) return true;
   return c.wants_callback && !completed_by_next_read(d, c);
 }
 
@@ -260,7 +260,7 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
 QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
   settled_.placing = false;
   if (c.op == Op::Timed) return d.profiling_queue();
-  if (c.op == Op::CrossWrite) return sched::kNoQueue;
+  if (c.op == Op::CrossWrite || c.held) return sched::kNoQueue;  // the engine enqueues it
   if (c.on_transfer_queue) return d.transfer_queue();
   sched::ScratchList<sched::AccessView, 8> views;
   for (const Access& a : c.accesses) views.push_back({&a.rec->hazards, a.write});
@@ -369,8 +369,9 @@ bool Submitter::enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const st
   if (settled_.placing) settled_.shared = done.own_event ? 0 : settled_.shared + 1;
   const char* call = "";
   cl_int rc = CL_SUCCESS;
-  if (c.op == Op::CrossWrite) {
-    e.transfers.submit_cross_write(d, c, events, &done.event);
+  if (c.op == Op::CrossWrite || c.held) {
+    if (c.held) e.transfers.submit_held_copy(d, c, events, &done.event);
+    else e.transfers.submit_cross_write(d, c, events, &done.event);
     call = "clCreateUserEvent";
     if (!done.event) rc = CL_OUT_OF_RESOURCES;
   } else {

@@ -345,6 +345,10 @@ void Transfers::snapshot_unread(std::uint64_t buffer) {
     c.accesses.push_back(Access{snap->id, false, true});
     c.src_offset = x.read_offset + base;
     c.bytes = rest;
+    // Not on a compute queue: commands made after the copy, queued there
+    // ahead of it, may wait (through other copies) for this very copy,
+    // whose later chunks read the snapshot.
+    c.held = true;
     e.submitter.enqueue(x.src_device, std::move(c));
     release_held(x);  // the snapshot's copy holds the source until it ran
     x.held = x.read_from = snap->id;
@@ -374,31 +378,65 @@ CommandId wait_owner(const Engine::Impl& e, const DeviceCtx& d, const Command& c
   return 0;
 }
 
-// True once everything the copy's destination command waits for has been
-// seen complete. A failed one fails the copy.
-bool cross_waits_done(Engine::Impl& e, CrossCopy& x) {
-  while (!x.dst_waits.empty()) {
+// Takes over a command's waits for the engine to poll: each retained, with
+// the command it belongs to, and a driver callback asked for to wake the
+// loop when it completes. Returns the first failure to retain one.
+std::optional<Error> take_waits(Engine::Impl& e, DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits,
+                                PolledWaits& out) {
+  std::optional<Error> error;
+  for (cl_event w : waits) {
+    if (cl_int r = e.api->clRetainEvent(w); r != CL_SUCCESS) {
+      if (!error) error = cl::call_error(Status::KernelSync, "clRetainEvent(wait of an engine-run command)", r);
+      continue;
+    }
+    out.events.push_back(w);
+    out.ids.push_back(wait_owner(e, d, c, w));
+    e.ask_callback(d, w);
+  }
+  return error;
+}
+
+// True once every wait has been seen complete; each is released then.
+// failed(command, status) for each that completed with an error.
+template <class Failed>
+bool waits_done(Engine::Impl& e, PolledWaits& w, Failed failed) {
+  while (!w.events.empty()) {
     cl_int status = CL_QUEUED;
     ++e.status_queries;
-    if (cl_int rc = e.api->clGetEventInfo(x.dst_waits.back(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status,
-                                          &status, nullptr);
+    if (cl_int rc = e.api->clGetEventInfo(w.events.back(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                                          nullptr);
         rc != CL_SUCCESS)
       status = rc;
     if (status > CL_COMPLETE) return false;
-    if (status < 0 && !x.error) {
-      const CommandId owner = x.dst_wait_ids.back();
-      x.error = Error{Status::KernelSync,
-                      "copy (command " + std::to_string(x.dst_command) + ") into buffer " + std::to_string(x.dst) +
-                          " on device " + std::to_string(x.dst_device) + ": " +
-                          (owner ? "command " + std::to_string(owner) : std::string("an event")) +
-                          " it waits for completed with " + cl::error_name(status)};
-      e.report(*x.error);
-    }
-    e.api->clReleaseEvent(x.dst_waits.back());
-    x.dst_waits.pop_back();
-    x.dst_wait_ids.pop_back();
+    if (status < 0) failed(w.ids.back(), status);
+    e.api->clReleaseEvent(w.events.back());
+    w.events.pop_back();
+    w.ids.pop_back();
   }
   return true;
+}
+
+void release_waits(const cl::Api& api, PolledWaits& w) {
+  for (cl_event ev : w.events) api.clReleaseEvent(ev);
+  w.events.clear();
+  w.ids.clear();
+}
+
+std::string waited_for(CommandId owner, cl_int status) {
+  return (owner ? "command " + std::to_string(owner) : std::string("an event")) + " it waits for completed with " +
+         cl::error_name(status);
+}
+
+// True once everything the copy's destination command waits for has been
+// seen complete. A failed one fails the copy.
+bool cross_waits_done(Engine::Impl& e, CrossCopy& x) {
+  return waits_done(e, x.dst_waits, [&](CommandId owner, cl_int status) {
+    if (x.error) return;
+    x.error = Error{Status::KernelSync, "copy (command " + std::to_string(x.dst_command) + ") into buffer " +
+                                            std::to_string(x.dst) + " on device " + std::to_string(x.dst_device) +
+                                            ": " + waited_for(owner, status)};
+    e.report(*x.error);
+  });
 }
 
 // Enqueues the copy's chunk writes that may go: read, and in chunk order.
@@ -456,21 +494,134 @@ void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, const std::ve
   // goes out, so the transfer queue never holds a command waiting on a user
   // event: one copy's writes waiting there on another copy's user event would
   // block, in order, the very writes that complete it.
-  for (cl_event w : waits) {
-    if (cl_int r = e.api->clRetainEvent(w); r != CL_SUCCESS) {
-      if (!x.error) {
-        x.error = cl::call_error(Status::KernelSync, "clRetainEvent(cross-device copy wait)", r);
-        e.report(*x.error);
-      }
-      continue;
-    }
-    x.dst_waits.push_back(w);
-    x.dst_wait_ids.push_back(wait_owner(e, d, c, w));
-    e.ask_callback(d, w);
+  if (auto err = take_waits(e, d, c, waits, x.dst_waits); err && !x.error) {
+    x.error = std::move(err);
+    e.report(*x.error);
   }
   x.user_event = *ev;
   x.dst_submitted = true;
   d.cross_writes.push_back(c.cross);
+}
+
+void Transfers::submit_held_copy(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev) {
+  cl_int rc = CL_SUCCESS;
+  *ev = e.api->clCreateUserEvent(d.context, &rc);
+  if (rc != CL_SUCCESS || *ev == nullptr) {
+    *ev = nullptr;
+    return;
+  }
+  HeldCopy& h = held_copies.emplace_back();
+  h.command = c.id;
+  h.device = static_cast<std::uint32_t>(d.dev.info.index);
+  h.src = c.accesses[0].rec->mem;
+  h.dst = c.accesses[1].rec->mem;
+  e.api->clRetainMemObject(h.src);  // handles the command holds: retaining them cannot fail
+  e.api->clRetainMemObject(h.dst);
+  h.src_offset = c.src_offset;
+  h.dst_offset = c.offset;
+  h.bytes = c.bytes;
+  h.user_event = *ev;
+  h.error = take_waits(e, d, c, waits, h.waits);
+  enqueue_ready_held_copies();  // most often nothing to wait for: no need to wait for the loop
+}
+
+void Transfers::enqueue_ready_held_copies() {
+  for (HeldCopy& h : held_copies) {
+    if (h.event || h.error || h.abandoned) continue;
+    const bool ready = waits_done(e, h.waits, [&](CommandId owner, cl_int status) {
+      if (!h.error) h.error = Error{Status::KernelSync, waited_for(owner, status)};
+    });
+    if (!ready || h.error) continue;
+    DeviceCtx& d = *e.devices[h.device];
+    Queue& tq = d.queues[d.transfer_queue()];
+    if (cl_int rc = e.api->clEnqueueCopyBuffer(tq.queue, h.src, h.dst, h.src_offset, h.dst_offset, h.bytes, 0, nullptr,
+                                               &h.event);
+        rc != CL_SUCCESS) {
+      h.event = nullptr;
+      h.error = cl::call_error(Status::KernelSync, "clEnqueueCopyBuffer", rc);
+      continue;
+    }
+    ++e.counters.events;
+    ++e.counters.flushes;
+    e.api->clFlush(tq.queue);
+    e.ask_callback(d, h.event);
+  }
+}
+
+void Transfers::poll_held_copies() {
+  enqueue_ready_held_copies();
+  for (std::size_t i = 0; i < held_copies.size();) {
+    HeldCopy& h = held_copies[i];
+    if (!h.error && !h.abandoned) {
+      cl_int status = CL_QUEUED;
+      if (h.event) {
+        ++e.status_queries;
+        if (e.api->clGetEventInfo(h.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr) !=
+            CL_SUCCESS)
+          status = CL_INVALID_EVENT;
+      }
+      if (status > CL_COMPLETE) {
+        ++i;
+        continue;
+      }
+      if (status < 0) h.error = Error{Status::KernelSync, std::string("completed with ") + cl::error_name(status)};
+    }
+    HeldCopy done = std::move(h);
+    held_copies.erase(held_copies.begin() + static_cast<std::ptrdiff_t>(i));
+    if (!done.abandoned) complete_user_event(done.command, done.user_event, done.error);
+    release_waits(*e.api, done.waits);
+    if (done.event) e.api->clReleaseEvent(done.event);
+    e.api->clReleaseMemObject(done.src);
+    e.api->clReleaseMemObject(done.dst);
+  }
+}
+
+void Transfers::complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error) {
+  cl_int status = error ? CL_INVALID_OPERATION : CL_COMPLETE;
+  if (cl_int rc = e.api->clSetUserEventStatus(user_event, status); rc != CL_SUCCESS) {
+    // Commands wait on this user event: left unset, they (and clFinish)
+    // would wait forever. Fail it instead, so that they fail rather than hang.
+    Error err = cl::call_error(Status::KernelSync, "clSetUserEventStatus", rc);
+    e.report(err);
+    if (!error) error = std::move(err);
+    status = CL_INVALID_OPERATION;
+    e.api->clSetUserEventStatus(user_event, status);
+  }
+  // The command's callback gets what failed, not the user event's status.
+  e.completion.event_completed(id, status, 0, 0, error ? &*error : nullptr);
+}
+
+void Transfers::abandon() {
+  for (auto& [id, x] : crosses) {
+    if (!x.dst_submitted || x.abandoned) continue;
+    e.api->clSetUserEventStatus(x.user_event, CL_INVALID_OPERATION);
+    x.abandoned = true;
+  }
+  for (HeldCopy& h : held_copies) {
+    if (h.event || h.abandoned) continue;  // enqueued: it runs, and completes when the loop polls next
+    e.api->clSetUserEventStatus(h.user_event, CL_INVALID_OPERATION);
+    h.abandoned = true;
+  }
+}
+
+void Transfers::release_all() {
+  for (auto& [id, x] : crosses) {
+    release_waits(*e.api, x.dst_waits);
+    e.api->clReleaseMemObject(x.dst_mem);
+    for (CrossChunk& c : x.chunks) {
+      if (c.write) e.api->clReleaseEvent(c.write);
+      e.devices[x.src_device]->staging->give_back(c.staging);
+    }
+    for (const Staging& st : x.free_blocks) e.devices[x.src_device]->staging->give_back(st);
+  }
+  crosses.clear();
+  for (HeldCopy& h : held_copies) {
+    release_waits(*e.api, h.waits);
+    if (h.event) e.api->clReleaseEvent(h.event);
+    e.api->clReleaseMemObject(h.src);
+    e.api->clReleaseMemObject(h.dst);
+  }
+  held_copies.clear();
 }
 
 void Transfers::cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error) {
@@ -487,6 +638,7 @@ void Transfers::poll_crosses() {
   // Finishing a copy completes its user event, which later copies may wait
   // for: go round until no copy finishes.
   for (bool again = true; again;) {
+    poll_held_copies();  // first: late chunk reads may read a snapshot it completes
     for (const auto& d : e.devices) cross_issue_device(e, *d);
     std::vector<std::uint64_t> finished;
     std::vector<std::uint64_t> with_free_blocks;  // copies with landed chunks' blocks for their next reads
@@ -567,24 +719,12 @@ void Transfers::cross_finish(std::uint64_t xid) {
   for (CrossChunk& c : x.chunks) e.devices[x.src_device]->staging->give_back(c.staging);
   for (const Staging& s : x.free_blocks) e.devices[x.src_device]->staging->give_back(s);
   release_held(x);
-  for (cl_event w : x.dst_waits) e.api->clReleaseEvent(w);
+  release_waits(*e.api, x.dst_waits);
   e.api->clReleaseMemObject(x.dst_mem);
   // Not submitted: its failure was reported when submission failed.
   // Abandoned: the teardown failed its user event; its callback is cancelled.
   if (!x.dst_submitted || x.abandoned) return;
-  cl_int status = x.error ? CL_INVALID_OPERATION : CL_COMPLETE;
-  if (cl_int rc = e.api->clSetUserEventStatus(x.user_event, status); rc != CL_SUCCESS) {
-    // Commands on the destination device wait on this user event: left
-    // unset, they (and clFinish) would wait forever. Fail it instead, so
-    // the copy and everything depending on it fail rather than hang.
-    Error err = cl::call_error(Status::KernelSync, "clSetUserEventStatus(cross-device copy)", rc);
-    e.report(err);
-    if (!x.error) x.error = std::move(err);
-    status = CL_INVALID_OPERATION;
-    e.api->clSetUserEventStatus(x.user_event, status);
-  }
-  // The copy's callback gets what failed, not the user event's status.
-  e.completion.event_completed(x.dst_command, status, 0, 0, x.error ? &*x.error : nullptr);
+  complete_user_event(x.dst_command, x.user_event, x.error);
 }
 
 }  // namespace uvcl

@@ -14,6 +14,31 @@
 
 namespace uvcl {
 
+// What a command the engine enqueues itself waits for (a cross-device
+// copy's chunk writes, a held copy): events it reads the status of instead
+// of handing them to the driver as a wait list, retained, and the commands
+// they belong to (0: unknown), for error messages.
+struct PolledWaits {
+  std::vector<cl_event> events;
+  std::vector<CommandId> ids;
+};
+
+// A device copy the engine enqueues itself (Command::held): on its device's
+// transfer queue, with no wait list, once what it waits for has completed.
+// Until then later commands wait on its user event, which the engine
+// completes when the copy has run.
+struct HeldCopy {
+  CommandId command = 0;
+  std::uint32_t device = 0;
+  cl_mem src = nullptr, dst = nullptr;  // retained: the buffers may be released before it is enqueued
+  std::size_t src_offset = 0, dst_offset = 0, bytes = 0;
+  PolledWaits waits;
+  cl_event user_event = nullptr;  // owned by the command's record
+  cl_event event = nullptr;       // the copy's, once enqueued
+  std::optional<Error> error;
+  bool abandoned = false;         // teardown failed its user event
+};
+
 struct CrossChunk {
   CommandId read = 0;
   std::size_t offset = 0, bytes = 0;  // relative to the copy
@@ -49,10 +74,9 @@ struct CrossCopy {
   CommandId producer_asked = 0;
   CommandId dst_command = 0;
   cl_event user_event = nullptr;     // owned by the dst command's record
-  // What the dst command waits for (retained), and the commands they belong
-  // to (0: unknown): no chunk write goes out before all have completed.
-  std::vector<cl_event> dst_waits;
-  std::vector<CommandId> dst_wait_ids;
+  // What the dst command waits for: no chunk write goes out before all
+  // have completed.
+  PolledWaits dst_waits;
   std::size_t next_write = 0;        // chunks [0, next_write) have their write enqueued
   // Chunks [0, landed) have their write seen complete. The writes run in
   // chunk order on the destination's in-order transfer queue: only the
@@ -69,6 +93,10 @@ struct Transfers {
   Engine::Impl& e;
 
   std::unordered_map<std::uint64_t, CrossCopy> crosses;
+  // Each enqueued once what it waits for has completed, and completed once
+  // it has run, whatever the others do: ordering them would make one wait
+  // for another's producer, which may come after this one's copy.
+  std::vector<HeldCopy> held_copies;
 
   // Reads into staging waiting for their data: the caller's callback and the
   // block, in reused slots, so that a read's final hook captures a slot
@@ -100,6 +128,23 @@ struct Transfers {
   void poll_crosses();
   void cross_finish(std::uint64_t xid);
   void submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
+  // A held copy's submission: its user event (*ev), its waits taken over.
+  void submit_held_copy(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
+  // Teardown, before the devices are drained: fails the user events that
+  // only the loop would complete (copies not finished, held copies not
+  // enqueued), so that what waits on them fails rather than hangs.
+  void abandon();
+  // Teardown, once drained: gives back what every copy still holds.
+  void release_all();
+
+ private:
+  // Enqueues the held copies whose waits have completed; then completes
+  // those that have run.
+  void enqueue_ready_held_copies();
+  void poll_held_copies();
+  // Completes a command the engine runs itself through its user event, with
+  // `error` if it failed (a failure to set the event joins it).
+  void complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error);
 };
 
 }  // namespace uvcl

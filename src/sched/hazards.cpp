@@ -23,7 +23,7 @@ void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queu
     return;
   }
   for (Slot& r : b.readers) {
-    if (r.queue == queue) {
+    if (r.queue == queue && queue != kNoQueue) {
       r.id = id;
       return;
     }

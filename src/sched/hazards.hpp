@@ -16,8 +16,9 @@
 
 namespace uvcl::sched {
 
-// The queue of a command that runs on no in-order queue (a user event that
-// completes when a staged cross-device copy lands): never "the same queue".
+// The queue of a command that runs on no in-order queue (a user event the
+// engine completes: a staged cross-device copy, a held copy): never "the
+// same queue", and never after another such command.
 inline constexpr QueueIndex kNoQueue = 0xffffffffu;
 
 struct Slot {
@@ -28,8 +29,9 @@ struct Slot {
 // Lives inside the engine's buffer record: no second lookup per access.
 struct BufferHazards {
   std::optional<Slot> writer;
-  // At most one per queue: the last reader there. Mostly one (a buffer read
-  // on one queue), kept inline: a new buffer's first reader allocates nothing.
+  // At most one per queue: the last reader there; and each reader on no
+  // queue (nothing orders those). Mostly one (a buffer read on one queue),
+  // kept inline: a new buffer's first reader allocates nothing.
   ScratchList<Slot, 1> readers;
 
   bool empty() const { return !writer && readers.empty(); }

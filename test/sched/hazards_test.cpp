@@ -101,6 +101,15 @@ TEST_F(HazardsTest, NoQueueSlotIsNeverTheSameQueue) {
   EXPECT_EQ(waits(true, kNoQueue), (std::vector<CommandId>{1}));
 }
 
+// Commands on no queue are not ordered among themselves: a writer after
+// two of them that read the buffer waits for both.
+TEST_F(HazardsTest, ReadersOnNoQueueKeepTheirOwnSlots) {
+  hz.record(buf, false, 1, kNoQueue);
+  hz.record(buf, false, 2, kNoQueue);
+  hz.record(buf, false, 3, 0);
+  EXPECT_EQ(waits(true, 1), (std::vector<CommandId>{1, 2, 3}));
+}
+
 TEST(WaitListTest, SortedAndDeduplicated) {
   WaitList w;
   w.add(5);
