@@ -422,6 +422,13 @@ void release_waits(const cl::Api& api, PolledWaits& w) {
   w.ids.clear();
 }
 
+void release_held_copy(const cl::Api& api, HeldCopy& h) {
+  release_waits(api, h.waits);
+  if (h.event) api.clReleaseEvent(h.event);
+  for (cl_mem m : {h.src, h.dst})
+    if (m) api.clReleaseMemObject(m);
+}
+
 std::string waited_for(CommandId owner, cl_int status) {
   return (owner ? "command " + std::to_string(owner) : std::string("an event")) + " it waits for completed with " +
          cl::error_name(status);
@@ -513,15 +520,20 @@ void Transfers::submit_held_copy(DeviceCtx& d, const Command& c, const std::vect
   HeldCopy& h = held_copies.emplace_back();
   h.command = c.id;
   h.device = static_cast<std::uint32_t>(d.dev.info.index);
-  h.src = c.accesses[0].rec->mem;
-  h.dst = c.accesses[1].rec->mem;
-  e.api->clRetainMemObject(h.src);  // handles the command holds: retaining them cannot fail
-  e.api->clRetainMemObject(h.dst);
   h.src_offset = c.src_offset;
   h.dst_offset = c.offset;
   h.bytes = c.bytes;
   h.user_event = *ev;
   h.error = take_waits(e, d, c, waits, h.waits);
+  // Both may be released before the copy is enqueued.
+  h.src = c.accesses[0].rec->mem;
+  h.dst = c.accesses[1].rec->mem;
+  for (cl_mem* m : {&h.src, &h.dst}) {
+    if (cl_int rc = e.api->clRetainMemObject(*m); rc != CL_SUCCESS) {
+      if (!h.error) h.error = cl::call_error(Status::KernelSync, "clRetainMemObject(held copy)", rc);
+      *m = nullptr;
+    }
+  }
   enqueue_ready_held_copies();  // most often nothing to wait for: no need to wait for the loop
 }
 
@@ -568,27 +580,25 @@ void Transfers::poll_held_copies() {
     }
     HeldCopy done = std::move(h);
     held_copies.erase(held_copies.begin() + static_cast<std::ptrdiff_t>(i));
-    if (!done.abandoned) complete_user_event(done.command, done.user_event, done.error);
-    release_waits(*e.api, done.waits);
-    if (done.event) e.api->clReleaseEvent(done.event);
-    e.api->clReleaseMemObject(done.src);
-    e.api->clReleaseMemObject(done.dst);
+    // Its user event only orders the command that overwrites its source
+    // after it; the reads of the snapshot check its outcome themselves.
+    if (!done.abandoned) complete_user_event(done.command, done.user_event, done.error, true);
+    release_held_copy(*e.api, done);
   }
 }
 
-void Transfers::complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error) {
-  cl_int status = error ? CL_INVALID_OPERATION : CL_COMPLETE;
-  if (cl_int rc = e.api->clSetUserEventStatus(user_event, status); rc != CL_SUCCESS) {
+void Transfers::complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error, bool order_only) {
+  const cl_int failed = order_only ? CL_COMPLETE : CL_INVALID_OPERATION;
+  if (cl_int rc = e.api->clSetUserEventStatus(user_event, error ? failed : CL_COMPLETE); rc != CL_SUCCESS) {
     // Commands wait on this user event: left unset, they (and clFinish)
-    // would wait forever. Fail it instead, so that they fail rather than hang.
+    // would wait forever. Try once more, as failed.
     Error err = cl::call_error(Status::KernelSync, "clSetUserEventStatus", rc);
     e.report(err);
     if (!error) error = std::move(err);
-    status = CL_INVALID_OPERATION;
-    e.api->clSetUserEventStatus(user_event, status);
+    e.api->clSetUserEventStatus(user_event, failed);
   }
   // The command's callback gets what failed, not the user event's status.
-  e.completion.event_completed(id, status, 0, 0, error ? &*error : nullptr);
+  e.completion.event_completed(id, error ? CL_INVALID_OPERATION : CL_COMPLETE, 0, 0, error ? &*error : nullptr);
 }
 
 void Transfers::abandon() {
@@ -615,12 +625,7 @@ void Transfers::release_all() {
     for (const Staging& st : x.free_blocks) e.devices[x.src_device]->staging->give_back(st);
   }
   crosses.clear();
-  for (HeldCopy& h : held_copies) {
-    release_waits(*e.api, h.waits);
-    if (h.event) e.api->clReleaseEvent(h.event);
-    e.api->clReleaseMemObject(h.src);
-    e.api->clReleaseMemObject(h.dst);
-  }
+  for (HeldCopy& h : held_copies) release_held_copy(*e.api, h);
   held_copies.clear();
 }
 
@@ -724,7 +729,7 @@ void Transfers::cross_finish(std::uint64_t xid) {
   // Not submitted: its failure was reported when submission failed.
   // Abandoned: the teardown failed its user event; its callback is cancelled.
   if (!x.dst_submitted || x.abandoned) return;
-  complete_user_event(x.dst_command, x.user_event, x.error);
+  complete_user_event(x.dst_command, x.user_event, x.error, false);
 }
 
 }  // namespace uvcl

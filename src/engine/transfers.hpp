@@ -26,7 +26,9 @@ struct PolledWaits {
 // A device copy the engine enqueues itself (Command::held): on its device's
 // transfer queue, with no wait list, once what it waits for has completed.
 // Until then later commands wait on its user event, which the engine
-// completes when the copy has run.
+// completes when the copy has run. Whatever the outcome: only the command
+// that overwrites its source waits on it, for the order; a failed copy
+// fails the reads of the snapshot through its poison.
 struct HeldCopy {
   CommandId command = 0;
   std::uint32_t device = 0;
@@ -142,9 +144,11 @@ struct Transfers {
   // those that have run.
   void enqueue_ready_held_copies();
   void poll_held_copies();
-  // Completes a command the engine runs itself through its user event, with
-  // `error` if it failed (a failure to set the event joins it).
-  void complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error);
+  // Completes a command the engine runs itself, with `error` if it failed
+  // (a failure to set its user event joins it), and its user event: failed
+  // with it, so that what waits on it fails, unless it is `order_only` (what
+  // waits on it does not read what the command wrote).
+  void complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error, bool order_only);
 };
 
 }  // namespace uvcl

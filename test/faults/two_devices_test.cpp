@@ -107,8 +107,8 @@ CrossOutcome cross_job(Engine& e, Kernel k1, std::size_t n) {
 
 // Creates `le`'s engine over the shim; false, with the engine destroyed,
 // when it has fewer than two devices (the caller skips).
-bool create_two_devices(LoopEngine& le) {
-  const auto made = le.create(shim_config(4));
+bool create_two_devices(LoopEngine& le, const Config& config = shim_config(4)) {
+  const auto made = le.create(config);
   EXPECT_TRUE(made.ok()) << made.error().to_string();
   if (made.ok() && le.engine->device_count() >= 2) return true;
   EXPECT_EQ(le.destroy(), 0);
@@ -213,6 +213,142 @@ TEST(TwoDevicesCounting, EveryStatusReadOfACopyIsCounted) {
   EXPECT_EQ(le.destroy(), 0);
 }
 
+// dev0: write src; copy src -> dst on dev1, in 1 MiB chunks through a ring
+// of one, so the later chunks read src in place; fill src, which first has
+// the copy's unread part copied aside (a snapshot: a held copy, enqueued by
+// the engine); read dst and src. Each read is exact or an error.
+struct SnapshotOutcome {
+  int copy_callbacks = 0, read_callbacks = 0, fill_callbacks = 0;
+  std::optional<Error> copy_error;
+  bool dst_ok = false, dst_correct = false, src_ok = false, src_correct = false;
+  std::uint64_t snapshots = 0;
+  std::vector<std::string> errors;
+  std::string hang;
+};
+
+constexpr std::uint32_t kSnapshotFill = 0x5a5a5a5au;
+
+SnapshotOutcome snapshot_job(Engine& e, std::size_t n) {
+  SnapshotOutcome r;
+  e.set_error_listener([&](const Error& err) { r.errors.push_back("listener: " + err.to_string()); });
+  std::vector<std::uint32_t> host(n);
+  for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<std::uint32_t>(i * 7 + 3);
+  auto src = e.allocate(0, n * 4);
+  auto dst = e.allocate(1, n * 4);
+  if (!src || !dst) {
+    r.errors.push_back("allocate failed");
+    return r;
+  }
+  const std::uint64_t snapshots0 = e.stats().snapshots;
+  int expected_callbacks = 0;
+  auto accepted = [&](Result<void> call) {
+    if (call) ++expected_callbacks;
+    else r.errors.push_back(call.error().to_string());
+    return call.ok();
+  };
+  auto read_into = [&](Buffer b, bool* ok, bool* correct, auto want) {
+    return e.read(b, 0, n * 4, [&r, n, ok, correct, want](Result<std::span<const std::byte>> d) {
+      ++r.read_callbacks;
+      if (!d) {
+        r.errors.push_back(d.error().to_string());
+        return;
+      }
+      *ok = true;
+      *correct = true;
+      for (std::size_t i = 0; i < n && *correct; ++i) {
+        std::uint32_t v = 0;
+        std::memcpy(&v, d->data() + i * 4, 4);
+        *correct = v == want(i);
+      }
+    });
+  };
+  if (accepted(e.write(*src, 0, std::as_bytes(std::span<const std::uint32_t>(host)), WriteMode::Copy,
+                       [&](Result<void>) { ++r.fill_callbacks; })) &&
+      accepted(e.copy(*src, 0, *dst, 0, n * 4, [&](Result<void> res) {
+        ++r.copy_callbacks;
+        if (!res) {
+          r.copy_error = res.error();
+          r.errors.push_back(res.error().to_string());
+        }
+      }))) {
+    (void)accepted(e.fill(*src, std::as_bytes(std::span<const std::uint32_t>(&kSnapshotFill, 1)), 0, n * 4,
+                          [&](Result<void>) { ++r.fill_callbacks; }));
+    (void)accepted(read_into(*dst, &r.dst_ok, &r.dst_correct, [&host](std::size_t i) { return host[i]; }));
+    (void)accepted(read_into(*src, &r.src_ok, &r.src_correct, [](std::size_t) { return kSnapshotFill; }));
+  }
+  r.snapshots = e.stats().snapshots - snapshots0;
+  for (Buffer b : {*src, *dst}) (void)e.release(b);
+  auto callbacks_done = [&] { return r.copy_callbacks + r.read_callbacks + r.fill_callbacks >= expected_callbacks; };
+  r.hang = run_for(e, callbacks_done, 5);
+  if (!r.hang.empty()) {
+    const int rescued = shim().rescue_user_events(CL_OUT_OF_RESOURCES);
+    std::printf("hang; the shim completed %d user event(s) the engine left open\n", rescued);
+    (void)run_for(e, callbacks_done, 10);
+  }
+  bool drained = false;
+  e.drain([&](Result<void> d) {
+    drained = true;
+    if (!d) r.errors.push_back(d.error().to_string());
+  });
+  if (std::string w = run_for(e, [&] { return drained; }, 10); !w.empty()) r.hang += " drain: " + w;
+  e.set_error_listener({});
+  return r;
+}
+
+Config snapshot_config() {
+  Config c = shim_config(4);
+  c.cross_copy_chunk_mib = 1;
+  c.cross_copy_ring = 1;
+  return c;
+}
+
+class Snapshots : public ::testing::TestWithParam<CrossCase> {};
+
+TEST_P(Snapshots, SnapshotUnderFault) {
+  ASSERT_TRUE(shim_ok());
+  const CrossCase& c = GetParam();
+  Watchdog wd(std::string("a cross-device copy's snapshot, fault ") + c.spec, 90);
+  shim().reset_faults();
+  const int live0 = shim().live("all");
+  const int anomalies0 = shim().anomalies();
+  {
+    LoopEngine le;
+    if (!create_two_devices(le, snapshot_config())) GTEST_SKIP() << kNeedsTwoDevices;
+    Engine& e = *le.engine;
+    const std::size_t n = (std::size_t{3} << 20) / 4;  // three chunks: two read after the fill
+    if (*c.spec != '\0') shim().set_fault(c.spec);
+    SnapshotOutcome r = snapshot_job(e, n);
+    const int fired = shim().fired();
+    shim().reset_faults();
+    EXPECT_EQ(r.hang, "") << "errors:\n" << ::testing::PrintToString(r.errors);
+    EXPECT_EQ(r.snapshots, 1u);
+    EXPECT_FALSE(r.dst_ok && !r.dst_correct) << "the copy's destination is WRONG";
+    // A failed snapshot fails the copy, not the command that overwrites
+    // the source: it waits for the snapshot only for the order.
+    EXPECT_TRUE(r.src_correct) << "the fill of the source failed or is WRONG: " << ::testing::PrintToString(r.errors);
+    EXPECT_EQ(r.copy_callbacks, 1);
+    if (*c.spec == '\0') {
+      EXPECT_TRUE(r.dst_correct && r.src_correct) << ::testing::PrintToString(r.errors);
+      EXPECT_TRUE(r.errors.empty()) << ::testing::PrintToString(r.errors);
+    } else {
+      EXPECT_GT(fired, 0) << c.spec << " was not reached";
+      if (fired > 0 && !r.dst_correct) {
+        bool named = false;
+        for (const std::string& err : r.errors)
+          named = named || err.find(c.name_a) != std::string::npos || err.find(c.name_b) != std::string::npos;
+        EXPECT_TRUE(named) << "no error names " << c.name_a << " or " << c.name_b << ": "
+                           << ::testing::PrintToString(r.errors);
+      }
+    }
+    SnapshotOutcome again = snapshot_job(e, n);
+    EXPECT_TRUE(again.dst_correct && again.src_correct)
+        << "a snapshot after the fault: " << again.hang << " " << ::testing::PrintToString(again.errors);
+    EXPECT_EQ(le.destroy(), 0);
+  }
+  EXPECT_EQ(shim().live("all") - live0, 0) << "mem " << shim().live("mem") << " event " << shim().live("event");
+  EXPECT_EQ(shim().anomalies() - anomalies0, 0) << shim().anomaly_log();
+}
+
 std::string cross_name(const ::testing::TestParamInfo<CrossCase>& info) {
   std::string s = *info.param.spec ? info.param.spec : "no_fault";
   for (char& ch : s)
@@ -237,6 +373,26 @@ INSTANTIATE_TEST_SUITE_P(
                                 "CL_OUT_OF_RESOURCES"},
                       CrossCase{"clSetEventCallback:2:CL_OUT_OF_HOST_MEMORY", "clSetEventCallback",
                                 "CL_OUT_OF_HOST_MEMORY"}),
+    cross_name);
+
+// The snapshot is the job's only device copy (clEnqueueCopyBuffer) and its
+// second user event (the copy's destination command is the first), and it
+// retains the source and the snapshot (the second and third
+// clRetainMemObject; the first is the copy's destination).
+INSTANTIATE_TEST_SUITE_P(
+    Faults, Snapshots,
+    ::testing::Values(CrossCase{"", "", ""},
+                      CrossCase{"clEnqueueCopyBuffer:1:CL_OUT_OF_RESOURCES", "clEnqueueCopyBuffer",
+                                "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"event:clEnqueueCopyBuffer:1:CL_OUT_OF_RESOURCES", "CL_OUT_OF_RESOURCES",
+                                "clEnqueueCopyBuffer"},
+                      CrossCase{"clCreateUserEvent:2:CL_OUT_OF_RESOURCES", "clCreateUserEvent", "CL_OUT_OF_RESOURCES"},
+                      CrossCase{"clRetainMemObject:2:CL_OUT_OF_HOST_MEMORY", "clRetainMemObject",
+                                "CL_OUT_OF_HOST_MEMORY"},
+                      CrossCase{"clRetainMemObject:3:CL_OUT_OF_HOST_MEMORY", "clRetainMemObject",
+                                "CL_OUT_OF_HOST_MEMORY"},
+                      CrossCase{"clSetUserEventStatus:1:CL_OUT_OF_RESOURCES", "clSetUserEventStatus",
+                                "CL_OUT_OF_RESOURCES"}),
     cross_name);
 
 }  // namespace
