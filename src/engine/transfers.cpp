@@ -381,7 +381,7 @@ CommandId wait_owner(const Engine::Impl& e, const DeviceCtx& d, const Command& c
 // Takes over a command's waits for the engine to poll: each retained, with
 // the command it belongs to, and a driver callback asked for to wake the
 // loop when it completes. Returns the first failure to retain one.
-std::optional<Error> take_waits(Engine::Impl& e, DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits,
+std::optional<Error> take_waits(Engine::Impl& e, const DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits,
                                 PolledWaits& out) {
   std::optional<Error> error;
   for (cl_event w : waits) {
@@ -529,8 +529,8 @@ void Transfers::submit_held_copy(DeviceCtx& d, const Command& c, const std::vect
   h.src = c.accesses[0].rec->mem;
   h.dst = c.accesses[1].rec->mem;
   for (cl_mem* m : {&h.src, &h.dst}) {
-    if (cl_int rc = e.api->clRetainMemObject(*m); rc != CL_SUCCESS) {
-      if (!h.error) h.error = cl::call_error(Status::KernelSync, "clRetainMemObject(held copy)", rc);
+    if (cl_int retained = e.api->clRetainMemObject(*m); retained != CL_SUCCESS) {
+      if (!h.error) h.error = cl::call_error(Status::KernelSync, "clRetainMemObject(held copy)", retained);
       *m = nullptr;
     }
   }
