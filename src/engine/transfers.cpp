@@ -349,9 +349,10 @@ void Transfers::snapshot_unread(std::uint64_t buffer) {
     // ahead of it, may wait (through other copies) for this very copy,
     // whose later chunks read the snapshot.
     c.held = true;
-    e.submitter.enqueue(x.src_device, std::move(c));
+    const CommandId snapshot = e.submitter.enqueue(x.src_device, std::move(c));
     release_held(x);  // the snapshot's copy holds the source until it ran
     x.held = x.read_from = snap->id;
+    x.snapshot = snapshot;
     x.read_offset = 0;
     x.read_base = base;
     ++e.counters.snapshots;
@@ -607,9 +608,11 @@ void Transfers::abandon() {
     e.api->clSetUserEventStatus(x.user_event, CL_INVALID_OPERATION);
     x.abandoned = true;
   }
+  // A held copy's user event orders only the command that overwrites its
+  // source, whose copy nothing will read now: that command runs.
   for (HeldCopy& h : held_copies) {
-    if (h.event || h.abandoned) continue;  // enqueued: it runs, and completes when the loop polls next
-    e.api->clSetUserEventStatus(h.user_event, CL_INVALID_OPERATION);
+    if (h.abandoned) continue;
+    e.api->clSetUserEventStatus(h.user_event, CL_COMPLETE);
     h.abandoned = true;
   }
 }
@@ -691,9 +694,13 @@ std::optional<std::uint32_t> Transfers::issue_late_reads(std::uint64_t xid) {
   // read would wait in the transfer queue, and chunk writes queued there
   // behind it could be what that writer waits for.
   const DeviceCtx& d = *e.devices[x.src_device];
-  const BufferRec* from = e.memory.buffers.find(x.read_from);
+  CommandId writer = x.snapshot;  // it may still sit in its window, recorded as no buffer's writer yet
+  if (writer == 0) {
+    const BufferRec* from = e.memory.buffers.find(x.read_from);
+    if (from && from->hazards.writer) writer = from->hazards.writer->id;
+  }
   std::optional<CommandId> producer;
-  if (from && from->hazards.writer && !e.is_complete(from->hazards.writer->id)) producer = from->hazards.writer->id;
+  if (writer != 0 && !e.is_complete(writer)) producer = writer;
   else if (d.barrier && !e.is_complete(*d.barrier)) producer = d.barrier;
   if (producer) {
     if (x.producer_asked != *producer) {  // the loop looks again once it completes

@@ -63,6 +63,7 @@ struct CrossCopy {
   // left (a buffer of the engine's, from chunk offset read_base on).
   std::uint64_t read_from = 0;
   std::size_t read_offset = 0, read_base = 0;
+  CommandId snapshot = 0;  // the held copy that wrote read_from, once there is one
   // The buffer the copy holds a reference on for the reads it has not
   // issued yet (0: none left); `lazy` while that is the source itself,
   // counted in its BufferRec::cross_readers.
@@ -132,9 +133,10 @@ struct Transfers {
   void submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
   // A held copy's submission: its user event (*ev), its waits taken over.
   void submit_held_copy(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
-  // Teardown, before the devices are drained: fails the user events that
-  // only the loop would complete (copies not finished, held copies not
-  // enqueued), so that what waits on them fails rather than hangs.
+  // Teardown, before the devices are drained: sets the user events that
+  // only the loop would set, so that what waits on them does not hang:
+  // failed for copies not finished, complete for held copies (they only
+  // order).
   void abandon();
   // Teardown, once drained: gives back what every copy still holds.
   void release_all();
