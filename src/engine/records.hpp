@@ -75,6 +75,10 @@ struct Command {
   // an in-order queue could otherwise hold behind work waiting for that
   // very copy.
   bool held = false;
+  // Both are part of a cross-device copy made before they are: they wait
+  // for what they read, not for a timed launch made since the copy, which
+  // may itself wait for work that waits for that copy.
+  bool of_earlier_copy() const { return on_transfer_queue || held; }
 };
 
 // One record per command, its whole life (sched::CommandState), in dense

@@ -315,7 +315,7 @@ void Submitter::collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q
   // order, through its gate (a user event completed when the launch ends,
   // whatever its status), so its failure does not fail unrelated work.
   // Work that reads its data waits on its event, through the hazards.
-  if (d.barrier && !e.is_complete(*d.barrier)) {
+  if (d.barrier && !e.is_complete(*d.barrier) && !c.of_earlier_copy()) {
     const auto& ids = w.waits.ids();
     if (std::find(ids.begin(), ids.end(), *d.barrier) == ids.end()) w.gate_of = d.barrier;
     w.waits.add(*d.barrier);

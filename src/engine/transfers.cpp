@@ -689,23 +689,20 @@ std::optional<std::uint32_t> Transfers::issue_late_reads(std::uint64_t xid) {
   CrossCopy& x = crosses.at(xid);
   if (x.error || x.abandoned) return std::nullopt;
   // What the reads read must be complete: its last writer (the copy's
-  // source's, from before copy(); or the snapshot's copy) and a timed
-  // launch all later commands of the device wait for. Made before that, a
-  // read would wait in the transfer queue, and chunk writes queued there
-  // behind it could be what that writer waits for.
+  // source's, from before copy(); or the snapshot's copy). Made before
+  // that, a read would wait in the transfer queue, and chunk writes queued
+  // there behind it could be what that writer waits for. A timed launch
+  // made since the copy is not waited for (Command::of_earlier_copy).
   const DeviceCtx& d = *e.devices[x.src_device];
   CommandId writer = x.snapshot;  // it may still sit in its window, recorded as no buffer's writer yet
   if (writer == 0) {
     const BufferRec* from = e.memory.buffers.find(x.read_from);
     if (from && from->hazards.writer) writer = from->hazards.writer->id;
   }
-  std::optional<CommandId> producer;
-  if (writer != 0 && !e.is_complete(writer)) producer = writer;
-  else if (d.barrier && !e.is_complete(*d.barrier)) producer = d.barrier;
-  if (producer) {
-    if (x.producer_asked != *producer) {  // the loop looks again once it completes
-      e.ask_callback_for(d, *producer);
-      x.producer_asked = *producer;
+  if (writer != 0 && !e.is_complete(writer)) {
+    if (x.producer_asked != writer) {  // the loop looks again once it completes
+      e.ask_callback_for(d, writer);
+      x.producer_asked = writer;
     }
     return std::nullopt;
   }

@@ -3,7 +3,8 @@
 // most copies are longer than the ring and read their source in place,
 // snapshotting the unread part when a later command overwrites it),
 // same-device copies, fills, host writes, an in-place kernel on either
-// device, releases of a copy's source right after the copy, and commands
+// device (sometimes a timed launch, which later work of its device waits
+// for), releases of a copy's source right after the copy, and commands
 // issued from callbacks (a read's or a copy's) while copies are in flight.
 // The buffers must end up exactly as running every command on the host one
 // after another in program order — the order the calls were made, callbacks
@@ -23,7 +24,9 @@
 // (window 100, ring 1, polled) in about one run in four under
 // AddressSanitizer through a snapshot copy. Both now go to the source's
 // transfer queue once what they read is complete (a snapshot: a held copy,
-// HeldCopy in transfers.hpp).
+// HeldCopy in transfers.hpp). With timed launches, seed 2 hung every run:
+// those reads and snapshots waited for a timed launch made after their
+// copy, which waited for work that waited for that copy.
 #include <unistd.h>
 
 #include <chrono>
@@ -214,15 +217,19 @@ struct State {
     wrote(i, s, off, len);
   }
 
-  void affine_launch(std::size_t s, std::size_t off, std::size_t len, std::uint32_t mul, std::uint32_t add) {
+  // Timed: the device's later commands wait for it (a barrier), the chunk
+  // reads and snapshots of copies included.
+  void affine_launch(std::size_t s, std::size_t off, std::size_t len, std::uint32_t mul, std::uint32_t add,
+                     bool timed) {
     Slot& x = slots[s];
-    const std::size_t i = record("kernel " + where(s, off, len) + " = x*" + std::to_string(mul) + "+" +
-                                     std::to_string(add),
+    const std::size_t i = record(std::string(timed ? "timed " : "") + "kernel " + where(s, off, len) + " = x*" +
+                                     std::to_string(mul) + "+" + std::to_string(add),
                                  "");
     const auto n = static_cast<std::uint32_t>(len);
-    auto r = eng->launch(make_launch(affine[x.device],
-                                     {buf(x.buf), u32(static_cast<std::uint32_t>(off)), u32(mul), u32(add), u32(n)},
-                                     {len}, {}, i));
+    const Launch l = make_launch(affine[x.device],
+                                 {buf(x.buf), u32(static_cast<std::uint32_t>(off)), u32(mul), u32(add), u32(n)},
+                                 {len}, {}, i);
+    auto r = timed ? eng->timed_launch(l, [](const Result<Timing>&) {}) : eng->launch(l);
     if (!r.ok()) return problem("launch #" + std::to_string(i) + " refused: " + r.error().to_string());
     for (std::size_t k = off; k < off + len; ++k) x.ref[k] = x.ref[k] * mul + add;
     wrote(i, s, off, len);
@@ -335,7 +342,7 @@ struct Op {
   std::size_t d = 0, doff = 0;          // a copy's destination
   std::size_t words = 0, device = 0;    // Alloc
   std::uint32_t value = 0, mul = 1, add = 0;
-  bool borrow = false, check = false;
+  bool borrow = false, check = false, timed = false;
   int ms = 0;
   std::optional<Action> then;
 };
@@ -384,7 +391,7 @@ std::vector<Op> generate(std::uint32_t seed, int commands) {
     switch (uni(0, 2)) {
       case 0: o.kind = OpKind::Fill; o.value = r32(); break;
       case 1: o.kind = OpKind::Write; o.value = r32(); o.borrow = uni(0, 1) == 0; break;
-      default: o.kind = OpKind::Kernel; o.mul = r32() | 1u; o.add = r32(); break;
+      default: o.kind = OpKind::Kernel; o.mul = r32() | 1u; o.add = r32(); o.timed = uni(0, 3) == 0; break;
     }
     ops.push_back(o);
   };
@@ -506,7 +513,7 @@ void execute(State& st, const Op& o, const std::shared_ptr<State>& self) {
       if (fits(st, o.s, o.off, o.len)) st.write(o.s, o.off, gen_words(o.len, o.value), o.borrow);
       return;
     case OpKind::Kernel:
-      if (fits(st, o.s, o.off, o.len)) st.affine_launch(o.s, o.off, o.len, o.mul, o.add);
+      if (fits(st, o.s, o.off, o.len)) st.affine_launch(o.s, o.off, o.len, o.mul, o.add, o.timed);
       return;
     case OpKind::Read:
       if (fits(st, o.s, o.off, o.len)) st.read_check(o.s, o.off, o.len, o.then, self);
