@@ -4,8 +4,9 @@
 // snapshotting the unread part when a later command overwrites it),
 // same-device copies, fills, host writes, an in-place kernel on either
 // device (sometimes a timed launch, which later work of its device waits
-// for), releases of a copy's source right after the copy, and commands
-// issued from callbacks (a read's or a copy's) while copies are in flight.
+// for), releases of a copy's source or destination right after the copy,
+// and commands issued from callbacks (a read's or a copy's) while copies
+// are in flight.
 // The buffers must end up exactly as running every command on the host one
 // after another in program order — the order the calls were made, callbacks
 // included — leaves them, and every read made midway must see that state.
@@ -420,6 +421,12 @@ std::vector<Op> generate(std::uint32_t seed, int commands) {
         alloc(o.s);
       } else if (k >= 18 && k < 27) {  // the source overwritten while the copy reads it
         overwrite(o.s);
+      } else if (k >= 14 && k < 18) {  // the destination released right after the copy
+        Op r;
+        r.kind = OpKind::Release;
+        r.s = o.d;
+        ops.push_back(r);
+        alloc(o.d);
       }
     } else if (k < 52) {  // a copy within one device, sometimes within one buffer
       Op o;
