@@ -17,6 +17,28 @@ struct CrossOutcome {
   std::string hang;
 };
 
+// Runs the loop until a job's callbacks have run, then drains; returns
+// what hung ("" if nothing). The jobs take ~0.2 s on PoCL; 5 s is a hang.
+std::string settle(Engine& e, const std::function<bool()>& callbacks_done, std::vector<std::string>& errors) {
+  std::string hang = run_for(e, callbacks_done, 5);
+  if (!hang.empty()) {
+    // Found a hang: complete the user events the engine left open so that
+    // the callbacks (which point into the job's frame) run before it
+    // returns and the engine can still be destroyed (its teardown clFinish
+    // would block).
+    const int rescued = shim().rescue_user_events(CL_OUT_OF_RESOURCES);
+    std::printf("hang; the shim completed %d user event(s) the engine left open\n", rescued);
+    (void)run_for(e, callbacks_done, 10);
+  }
+  bool drained = false;
+  e.drain([&](Result<void> d) {
+    drained = true;
+    if (!d) errors.push_back(d.error().to_string());
+  });
+  if (std::string w = run_for(e, [&] { return drained; }, 10); !w.empty()) hang += " drain: " + w;
+  return hang;
+}
+
 // dev0: write src; copy src -> dst on dev1; launch on dev1 (dst -> out);
 // read out. With a fault the result is exact or an error, never wrong.
 CrossOutcome cross_job(Engine& e, Kernel k1, std::size_t n) {
@@ -76,22 +98,7 @@ CrossOutcome cross_job(Engine& e, Kernel k1, std::size_t n) {
   auto callbacks_done = [&] {
     return (!read_issued || r.read_callbacks > 0) && (!copy_accepted || r.copy_callbacks > 0);
   };
-  // The copy and read take ~0.2 s on PoCL; 5 s is a hang.
-  r.hang = run_for(e, callbacks_done, 5);
-  if (!r.hang.empty()) {
-    // Found a hang: complete the user events the engine left open so that
-    // the callbacks (which point into this frame) run before it returns and
-    // the engine can still be destroyed (its teardown clFinish would block).
-    const int rescued = shim().rescue_user_events(CL_OUT_OF_RESOURCES);
-    std::printf("hang; the shim completed %d user event(s) the engine left open\n", rescued);
-    (void)run_for(e, callbacks_done, 10);
-  }
-  bool drained = false;
-  e.drain([&](Result<void> d) {
-    drained = true;
-    if (!d) r.errors.push_back(d.error().to_string());
-  });
-  if (std::string w = run_for(e, [&] { return drained; }, 10); !w.empty()) r.hang += " drain: " + w;
+  r.hang = settle(e, callbacks_done, r.errors);
   if (r.read_ok) {
     r.correct = true;
     for (std::size_t i = 0; i < n; ++i)
@@ -279,18 +286,7 @@ SnapshotOutcome snapshot_job(Engine& e, std::size_t n) {
   r.snapshots = e.stats().snapshots - snapshots0;
   for (Buffer b : {*src, *dst}) (void)e.release(b);
   auto callbacks_done = [&] { return r.copy_callbacks + r.read_callbacks + r.fill_callbacks >= expected_callbacks; };
-  r.hang = run_for(e, callbacks_done, 5);
-  if (!r.hang.empty()) {
-    const int rescued = shim().rescue_user_events(CL_OUT_OF_RESOURCES);
-    std::printf("hang; the shim completed %d user event(s) the engine left open\n", rescued);
-    (void)run_for(e, callbacks_done, 10);
-  }
-  bool drained = false;
-  e.drain([&](Result<void> d) {
-    drained = true;
-    if (!d) r.errors.push_back(d.error().to_string());
-  });
-  if (std::string w = run_for(e, [&] { return drained; }, 10); !w.empty()) r.hang += " drain: " + w;
+  r.hang = settle(e, callbacks_done, r.errors);
   e.set_error_listener({});
   return r;
 }
