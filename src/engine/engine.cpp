@@ -442,6 +442,7 @@ void Engine::Impl::schedule_polls(bool busy) {
 void Engine::Impl::report(const Error& e) { report(0, e); }
 
 void Engine::Impl::report(CommandId failed, const Error& e) {
+  if (const CommandRec* r = failed != 0 ? commands.find(failed) : nullptr; r && r->reports_as != 0) failed = r->reports_as;
   errors.capture_error(failed == 0 ? errors.root_scope : errors.scope_of(failed), e);
   ++counters.failed;
   if (error_listener) undelivered_errors.push_back(e);

@@ -79,6 +79,9 @@ struct Command {
   // for what they read, not for a timed launch made since the copy, which
   // may itself wait for work that waits for that copy.
   bool of_earlier_copy() const { return on_transfer_queue || held; }
+  // Its failures are reported as this command's, in its error scope (a
+  // snapshot's: the copy it is made for, not the command that caused it).
+  CommandId reports_as = 0;
 };
 
 // One record per command, its whole life (sched::CommandState), in dense
@@ -97,6 +100,7 @@ struct CommandRec {
   cl_event gate = nullptr;   // timed launches: a user event later work waits on
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
+  CommandId reports_as = 0;  // Command::reports_as
   std::uint64_t submit_ns = 0;
   std::size_t bytes = 0;  // a transfer's, while its device learns spin rates
   sched::GraphNode node;                          // its place in the dependency graph

@@ -100,6 +100,7 @@ void Submitter::record(std::uint32_t device, Command& c) {
   r.device = device;
   r.kernel = c.kernel;
   r.tag = c.tag;
+  r.reports_as = c.reports_as;
   r.hook = std::move(c.on_final);
   for (Access& a : c.accesses) {
     if (!a.rec) a.rec = e.memory.buffers.find(a.buffer);

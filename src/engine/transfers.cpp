@@ -333,9 +333,8 @@ void Transfers::snapshot_unread(std::uint64_t buffer) {
     const std::size_t rest = x.chunks.back().offset + x.chunks.back().bytes - base;
     const std::string what = "copy: snapshot of the unread part of buffer " + std::to_string(buffer);
     auto snap = e.memory.allocate(*e.devices[x.src_device], x.src_device, rest, what.c_str());
-    if (!snap) {  // the copy fails; the command that writes the source goes on
+    if (!snap) {  // the copy fails (reported when it ends); the command that writes the source goes on
       x.error = std::move(snap).error();
-      e.report(*x.error);
       release_held(x);
       continue;
     }
@@ -349,6 +348,7 @@ void Transfers::snapshot_unread(std::uint64_t buffer) {
     // ahead of it, may wait (through other copies) for this very copy,
     // whose later chunks read the snapshot.
     c.held = true;
+    c.reports_as = x.dst_command;
     const CommandId snapshot = e.submitter.enqueue(x.src_device, std::move(c));
     release_held(x);  // the snapshot's copy holds the source until it ran
     x.held = x.read_from = snap->id;
@@ -594,8 +594,8 @@ void Transfers::complete_user_event(CommandId id, cl_event user_event, std::opti
     // Commands wait on this user event: left unset, they (and clFinish)
     // would wait forever. Try once more, as failed.
     Error err = cl::call_error(Status::KernelSync, "clSetUserEventStatus", rc);
-    e.report(err);
-    if (!error) error = std::move(err);
+    if (error) e.report(id, err);  // else reported with the command's outcome, below
+    else error = std::move(err);
     e.api->clSetUserEventStatus(user_event, failed);
   }
   // The command's callback gets what failed, not the user event's status.

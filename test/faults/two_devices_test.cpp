@@ -227,6 +227,7 @@ TEST(TwoDevicesCounting, EveryStatusReadOfACopyIsCounted) {
 struct SnapshotOutcome {
   int copy_callbacks = 0, read_callbacks = 0, fill_callbacks = 0;
   std::optional<Error> copy_error;
+  std::string fill_scope_error;
   bool dst_ok = false, dst_correct = false, src_ok = false, src_correct = false;
   std::uint64_t snapshots = 0;
   std::vector<std::string> errors;
@@ -278,8 +279,15 @@ SnapshotOutcome snapshot_job(Engine& e, std::size_t n) {
           r.errors.push_back(res.error().to_string());
         }
       }))) {
+    // The fill in an error scope of its own: the snapshot's failure, made
+    // for the copy, is not the fill's.
+    e.push_error_scope();
     (void)accepted(e.fill(*src, std::as_bytes(std::span<const std::uint32_t>(&kSnapshotFill, 1)), 0, n * 4,
                           [&](Result<void>) { ++r.fill_callbacks; }));
+    (void)accepted(e.pop_error_scope([&](Result<void> scope) {
+      ++r.fill_callbacks;
+      if (!scope) r.fill_scope_error = scope.error().to_string();
+    }));
     (void)accepted(read_into(*dst, &r.dst_ok, &r.dst_correct, [&host](std::size_t i) { return host[i]; }));
     (void)accepted(read_into(*src, &r.src_ok, &r.src_correct, [](std::size_t) { return kSnapshotFill; }));
   }
@@ -322,6 +330,7 @@ TEST_P(Snapshots, SnapshotUnderFault) {
     // A failed snapshot fails the copy, not the command that overwrites
     // the source: it waits for the snapshot only for the order.
     EXPECT_TRUE(r.src_correct) << "the fill of the source failed or is WRONG: " << ::testing::PrintToString(r.errors);
+    EXPECT_EQ(r.fill_scope_error, "") << "the fill's error scope got the snapshot's failure";
     EXPECT_EQ(r.copy_callbacks, 1);
     if (*c.spec == '\0') {
       EXPECT_TRUE(r.dst_correct && r.src_correct) << ::testing::PrintToString(r.errors);
