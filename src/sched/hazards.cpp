@@ -22,10 +22,12 @@ void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queu
     b.writer = Slot{id, queue};
     return;
   }
-  for (Slot& r : b.readers) {
-    if (r.queue == queue && queue != kNoQueue) {
-      r.id = id;
-      return;
+  if (queue != kNoQueue) {  // nothing orders commands on no queue: each keeps its slot
+    for (Slot& r : b.readers) {
+      if (r.queue == queue) {
+        r.id = id;
+        return;
+      }
     }
   }
   b.readers.push_back(Slot{id, queue});
