@@ -443,7 +443,6 @@ bool cross_waits_done(Engine::Impl& e, CrossCopy& x) {
     x.error = Error{Status::KernelSync, "copy (command " + std::to_string(x.dst_command) + ") into buffer " +
                                             std::to_string(x.dst) + " on device " + std::to_string(x.dst_device) +
                                             ": " + waited_for(owner, status)};
-    e.report(*x.error);
   });
 }
 
@@ -461,7 +460,6 @@ bool cross_issue(Engine::Impl& e, DeviceCtx& d, CrossCopy& x, bool& flush) {
     if (rc != CL_SUCCESS) {
       chunk.write = nullptr;
       x.error = cl::call_error(Status::MemoryCopyH2P, "clEnqueueWriteBuffer(cross-device chunk)", rc);
-      e.report(*x.error);
       return true;
     }
     ++x.outstanding_writes;
@@ -502,10 +500,7 @@ void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, const std::ve
   // goes out, so the transfer queue never holds a command waiting on a user
   // event: one copy's writes waiting there on another copy's user event would
   // block, in order, the very writes that complete it.
-  if (auto err = take_waits(e, d, c, waits, x.dst_waits); err && !x.error) {
-    x.error = std::move(err);
-    e.report(*x.error);
-  }
+  if (auto err = take_waits(e, d, c, waits, x.dst_waits); err && !x.error) x.error = std::move(err);
   x.user_event = *ev;
   x.dst_submitted = true;
   d.cross_writes.push_back(c.cross);
@@ -662,7 +657,6 @@ void Transfers::poll_crosses() {
         if (status < 0 && !x.error) {
           x.error = Error{Status::MemoryCopyH2P, std::string("cross-device chunk write completed with ") +
                                                      cl::error_name(status)};
-          e.report(*x.error);
         }
         e.api->clReleaseEvent(chunk.write);
         chunk.write = nullptr;

@@ -87,7 +87,7 @@ struct CrossCopy {
   std::size_t landed = 0;
   bool dst_submitted = false;
   bool abandoned = false;            // teardown failed its user event
-  std::optional<Error> error;
+  std::optional<Error> error;  // reported with the copy's outcome, once it ends (cross_finish)
   std::size_t outstanding_writes = 0;
 };
 

@@ -196,6 +196,47 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
   EXPECT_EQ(shim().anomalies() - anomalies0, 0) << shim().anomaly_log();
 }
 
+// A cross-device copy that fails inside an error scope: the scope gets the
+// failure, and a drain outside every scope does not (each chunk's failure
+// was once reported outside any scope, then again as the copy's).
+TEST(TwoDevicesScopes, ACopysFailureStaysInItsScope) {
+  ASSERT_TRUE(shim_ok());
+  Watchdog wd("a failed cross-device copy in an error scope", 60);
+  shim().reset_faults();
+  LoopEngine le;
+  if (!create_two_devices(le)) GTEST_SKIP() << kNeedsTwoDevices;
+  Engine& e = *le.engine;
+  const std::size_t bytes = std::size_t{10} << 20;  // three 4 MiB chunks
+  auto src = e.allocate(0, bytes);
+  auto dst = e.allocate(1, bytes);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  const std::uint32_t v = 7;
+  ASSERT_TRUE(e.fill(*src, std::as_bytes(std::span<const std::uint32_t>(&v, 1)), 0, bytes).ok());
+  std::vector<std::string> heard;
+  e.set_error_listener([&](const Error& err) { heard.push_back(err.to_string()); });
+  shim().set_fault("clEnqueueWriteBuffer:2:CL_OUT_OF_RESOURCES");  // the second chunk's write
+  e.push_error_scope();
+  std::optional<Result<void>> copied, scoped;
+  ASSERT_TRUE(e.copy(*src, 0, *dst, 0, bytes, [&](Result<void> r) { copied = std::move(r); }).ok());
+  ASSERT_TRUE(e.pop_error_scope([&](Result<void> r) { scoped = std::move(r); }).ok());
+  std::optional<Result<void>> drained;
+  e.drain([&](Result<void> r) { drained = std::move(r); });
+  EXPECT_EQ(run_for(e, [&] { return copied && scoped && drained; }, 10), "");
+  const int fired = shim().fired();
+  shim().reset_faults();
+  ASSERT_GT(fired, 0) << "the chunk write was not reached";
+  ASSERT_TRUE(copied && scoped && drained);
+  EXPECT_FALSE(copied->ok());
+  EXPECT_FALSE(scoped->ok()) << "the scope did not get the copy's failure";
+  EXPECT_TRUE(drained->ok()) << "a drain outside every scope got the scoped copy's failure: "
+                             << drained->error().to_string();
+  EXPECT_EQ(heard.size(), 1u) << "the listener heard the one failure " << heard.size() << " times: "
+                              << ::testing::PrintToString(heard);
+  e.set_error_listener({});
+  for (Buffer b : {*src, *dst}) (void)e.release(b);
+  EXPECT_EQ(le.destroy(), 0);
+}
+
 // Every event status the engine reads is a driver call counted in
 // EngineStats::status_queries, the reads of a cross-device copy's chunk
 // writes included (they were not: a 256 MiB copy on a GPU made thousands of
