@@ -12,9 +12,10 @@
 // included — leaves them, and every read made midway must see that state.
 //
 // Runs as a child process with POCL_DEVICES="pthread pthread" (as
-// cross_copy_test.cpp). For a reproduction, UVCL_TEST_CROSS_SEQCONS_SEEDS=
-// "first:count" picks the seeds and UVCL_TEST_CROSS_SEQCONS_COMMANDS the
-// program length (both pass through the parent to the child).
+// cross_copy_test.cpp), and again with three devices (seeds 1-12). For a
+// reproduction, UVCL_TEST_CROSS_SEQCONS_SEEDS="first:count" picks the seeds
+// and UVCL_TEST_CROSS_SEQCONS_COMMANDS the program length (both pass
+// through the parent to the child).
 //
 // The default seeds, 13-36, cover every configuration twice. They found
 // two deadlocks of the same shape, both fixed: a command the copy needs
@@ -54,8 +55,8 @@ using util::u32;
 constexpr std::uint32_t kFirstSeed = 13;
 constexpr int kSeeds = 24;
 constexpr int kCommands = 30;
-constexpr std::size_t kSlotsPerDevice = 3;
-constexpr std::size_t kSlots = 2 * kSlotsPerDevice;  // slots [0, 3) on device 0, [3, 6) on device 1
+constexpr std::size_t kSlotsPerDevice = 3;  // slots [0, 3) on device 0, [3, 6) on device 1, ...
+constexpr std::size_t kMaxDevices = 3;
 constexpr std::size_t kMinWords = (2u << 20) / 4, kMaxWords = (5u << 20) / 4;  // 2-5 MiB of uint32
 constexpr std::size_t kMaxReadWords = 64 * 1024;
 constexpr double kSeedHangSeconds = 20;
@@ -70,10 +71,15 @@ __kernel void xsc_affine(__global uint* x, uint off, uint mul, uint add, uint n)
 }
 )CL";
 
-void expect_seqcons_child_passed(const char* test) {
+// `devices` PoCL devices; `seeds` ("first:count") unless the environment
+// picks them.
+void expect_seqcons_child_passed(const char* test, std::size_t devices = 2, const char* seeds = nullptr) {
   const std::string name = std::string("EngineCrossSeqConsChild.") + test;
-  const child_process::Child c =
-      child_process::spawn_child(name, {{"POCL_DEVICES", "pthread pthread"}}, std::chrono::seconds(120));
+  std::string pocl = "pthread";
+  for (std::size_t d = 1; d < devices; ++d) pocl += " pthread";
+  std::vector<std::pair<std::string, std::string>> env = {{"POCL_DEVICES", pocl}};
+  if (seeds != nullptr && std::getenv(kSeedsEnv) == nullptr) env.emplace_back(kSeedsEnv, seeds);
+  const child_process::Child c = child_process::spawn_child(name, env, std::chrono::seconds(120));
   const bool passed = c.exit_code == 0 && c.output.find("[       OK ] " + name) != std::string::npos;
   EXPECT_TRUE(passed) << "child test " << test << " did not pass (exit " << c.exit_code << "):\n" << c.output;
 }
@@ -138,8 +144,8 @@ struct Action {
 // them pointing at a dead frame).
 struct State {
   Engine* eng = nullptr;
-  Kernel affine[2];
-  std::vector<Slot> slots = std::vector<Slot>(kSlots);
+  Kernel affine[kMaxDevices];
+  std::vector<Slot> slots;  // kSlotsPerDevice per device
   std::vector<std::string> program;  // in call order, with polls and pauses (under `mutex`)
   mutable std::mutex mutex;          // the program is printed from the Watchdog's thread
   std::vector<Written> written;
@@ -348,14 +354,15 @@ struct Op {
   std::optional<Action> then;
 };
 
-std::vector<Op> generate(std::uint32_t seed, int commands) {
+std::vector<Op> generate(std::uint32_t seed, int commands, std::size_t devices) {
+  const std::size_t n_slots = devices * kSlotsPerDevice;
   std::mt19937 rng(seed);
   auto uni = [&](std::size_t lo, std::size_t hi) {  // inclusive
     return std::uniform_int_distribution<std::size_t>(lo, hi)(rng);
   };
   auto frac = [&] { return std::uniform_real_distribution<double>(0, 1)(rng); };
   auto r32 = [&] { return static_cast<std::uint32_t>(rng()); };
-  std::vector<std::size_t> size(kSlots);
+  std::vector<std::size_t> size(n_slots);
   auto device = [](std::size_t s) { return s / kSlotsPerDevice; };
   int latest_xsrc = -1;
   std::vector<Op> ops;
@@ -372,7 +379,7 @@ std::vector<Op> generate(std::uint32_t seed, int commands) {
     Action a;
     a.fill = uni(0, 1) == 0;
     a.latest_source = uni(0, 3) != 0;
-    a.slot = uni(0, kSlots - 1);
+    a.slot = uni(0, n_slots - 1);
     a.off_frac = frac();
     a.len_frac = uni(0, 1) == 0 ? 0.5 + frac() / 2 : frac() / 4;
     a.value = r32();
@@ -397,14 +404,16 @@ std::vector<Op> generate(std::uint32_t seed, int commands) {
     ops.push_back(o);
   };
 
-  for (std::size_t s = 0; s < kSlots; ++s) alloc(s);
+  for (std::size_t s = 0; s < n_slots; ++s) alloc(s);
   for (int cmd = 0; cmd < commands; ++cmd) {
     const std::size_t k = uni(0, 99);
     if (k < 45) {  // a cross-device copy; its source released, overwritten, or its callback issuing a command
       Op o;
       o.kind = OpKind::Copy;
-      o.s = uni(0, kSlots - 1);
-      o.d = uni(0, kSlotsPerDevice - 1) + (device(o.s) == 0 ? kSlotsPerDevice : 0);
+      o.s = uni(0, n_slots - 1);
+      // Another device (with two, the other one: no draw, so two-device seeds keep their programs).
+      const std::size_t to = devices == 2 ? 1 - device(o.s) : (device(o.s) + uni(1, devices - 1)) % devices;
+      o.d = uni(0, kSlotsPerDevice - 1) + to * kSlotsPerDevice;
       const std::size_t sn = size[o.s], dn = size[o.d], mn = std::min(sn, dn);
       o.len = uni(0, 4) < 3 ? uni(mn / 2, mn) : uni(1, mn / 2);
       o.off = uni(0, sn - o.len);
@@ -431,7 +440,7 @@ std::vector<Op> generate(std::uint32_t seed, int commands) {
     } else if (k < 52) {  // a copy within one device, sometimes within one buffer
       Op o;
       o.kind = OpKind::Copy;
-      o.s = uni(0, kSlots - 1);
+      o.s = uni(0, n_slots - 1);
       o.d = uni(0, kSlotsPerDevice - 1) + device(o.s) * kSlotsPerDevice;
       const std::size_t sn = size[o.s], dn = size[o.d];
       if (o.s == o.d) {  // non-overlapping halves
@@ -448,11 +457,11 @@ std::vector<Op> generate(std::uint32_t seed, int commands) {
       o.check = uni(0, 2) == 0;
       ops.push_back(o);
     } else if (k < 74) {  // a fill, write or kernel on any buffer (the latest copy's source more often)
-      overwrite(latest_xsrc >= 0 && uni(0, 1) == 0 ? static_cast<std::size_t>(latest_xsrc) : uni(0, kSlots - 1));
+      overwrite(latest_xsrc >= 0 && uni(0, 1) == 0 ? static_cast<std::size_t>(latest_xsrc) : uni(0, n_slots - 1));
     } else if (k < 86) {  // a read midway; sometimes its callback issues a command
       Op o;
       o.kind = OpKind::Read;
-      o.s = uni(0, kSlots - 1);
+      o.s = uni(0, n_slots - 1);
       const std::size_t n = size[o.s];
       o.len = uni(1, std::min(n, kMaxReadWords));
       o.off = uni(0, n - o.len);
@@ -568,15 +577,17 @@ void EngineCrossSeqConsChild::run_seed(std::uint32_t seed, int commands, Totals&
   make_engine(c);
   if (HasFatalFailure()) return;
   ASSERT_GE(eng().device_count(), 2u) << "POCL_DEVICES=\"pthread pthread\" should give two devices";
+  const std::size_t devices = std::min(eng().device_count(), kMaxDevices);
 
   st->eng = &eng();
-  for (std::size_t d = 0; d < 2; ++d) {
+  st->slots.resize(devices * kSlotsPerDevice);
+  for (std::size_t d = 0; d < devices; ++d) {
     Program p = compile(kAffineSource, d);
     st->affine[d] = kernel(p, "xsc_affine");
   }
   if (HasFailure()) return;
 
-  const std::vector<Op> ops = generate(seed, commands);
+  const std::vector<Op> ops = generate(seed, commands, devices);
   const std::vector<bool> keep = keep_filter(ops.size());
   const std::uint64_t snapshots_before = eng().stats().snapshots;
   const std::uint64_t copies_before = eng().stats().copies;
@@ -601,7 +612,7 @@ void EngineCrossSeqConsChild::run_seed(std::uint32_t seed, int commands, Totals&
 
   std::ostringstream report;
   bool mismatch = false;
-  for (std::size_t s = 0; s < kSlots; ++s) {
+  for (std::size_t s = 0; s < st->slots.size(); ++s) {
     const Slot& x = st->slots[s];
     auto got = eng().read_sync(x.buf, 0, x.ref.size() * 4);
     if (!got.ok()) {
@@ -639,7 +650,7 @@ void EngineCrossSeqConsChild::run_seed(std::uint32_t seed, int commands, Totals&
   totals.cross_copies += eng().stats().copies - copies_before;
   totals.from_callbacks += st->from_callbacks;
   totals.from_callbacks_midway += st->from_callbacks_midway;
-  for (std::size_t s = 0; s < kSlots; ++s) EXPECT_TRUE(eng().release(st->slots[s].buf).ok());
+  for (const Slot& x : st->slots) EXPECT_TRUE(eng().release(x.buf).ok());
   EXPECT_TRUE(eng().finish().ok());
   engine_.reset();  // inside the watchdog's watch
   std::printf("[ info     ] %s: %zu commands (%d from callbacks, %d of them midway), %d reads checked, %llu snapshots, %.0f ms\n",
@@ -674,5 +685,11 @@ TEST_F(EngineCrossSeqConsChild, DISABLED_RandomPrograms) {
 }
 
 TEST(EngineCrossSeqCons, RandomProgramsMatchTheHostModel) { expect_seqcons_child_passed("DISABLED_RandomPrograms"); }
+
+// Three devices: a copy's destination on either other device, so chains of
+// copies (0 -> 1 -> 2 -> 0) wait for each other across all three.
+TEST(EngineCrossSeqCons, RandomProgramsOnThreeDevicesMatchTheHostModel) {
+  expect_seqcons_child_passed("DISABLED_RandomPrograms", 3, "1:12");
+}
 
 }  // namespace uvcl::testing::cross_seqcons
