@@ -173,9 +173,9 @@ void Engine::Impl::shutdown() {
   // Open gates first: what waits on a timed launch that never ends would
   // otherwise keep clFinish waiting.
   for (CommandId id = commands.base(); id < commands.next_id(); ++id) completion.open_gate(*commands.find(id));
-  // Likewise cross-device copies: only the loop, which no longer turns,
-  // would write their remaining chunks and complete their user events. Fail
-  // those events, so what waits on them fails rather than hangs; the copies'
+  // Likewise cross-device copies and held copies: only the loop, which no
+  // longer turns, would complete their user events. Set them now
+  // (Transfers::abandon), so what waits on them does not hang; their
   // callbacks are cancelled below.
   transfers.abandon();
   // Work on the devices: the one blocking wait, at teardown.

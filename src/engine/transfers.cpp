@@ -11,7 +11,9 @@
 // back until what the destination command waits for has completed, so they
 // cannot block, in order, the writes of another copy they would wait for.
 // The chunk reads beyond the ring, made as chunks land, likewise go to the
-// source's transfer queue only once what they read is complete.
+// source's transfer queue only once what they read is complete, and so does
+// a snapshot of the source's unread part (a held copy) when a later command
+// overwrites the source.
 #include <algorithm>
 #include <cstring>
 

@@ -38,7 +38,7 @@ struct HeldCopy {
   cl_event user_event = nullptr;  // owned by the command's record
   cl_event event = nullptr;       // the copy's, once enqueued
   std::optional<Error> error;
-  bool abandoned = false;         // teardown failed its user event
+  bool abandoned = false;         // teardown completed its user event
 };
 
 struct CrossChunk {
@@ -124,8 +124,8 @@ struct Transfers {
   std::optional<std::uint32_t> issue_late_reads(std::uint64_t xid);
   void release_held(CrossCopy& x);  // the last read is issued, or the copy ends
   // A command about to be submitted writes `buffer`, which copies still read
-  // chunk by chunk: each first snapshots what it has not read (a device copy
-  // submitted now, ahead of that command), or fails if it cannot.
+  // chunk by chunk: each first snapshots what it has not read (a held copy
+  // put into the window ahead of that command), or fails if it cannot.
   void snapshot_unread(std::uint64_t buffer);
   void cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error);
   void poll_crosses();

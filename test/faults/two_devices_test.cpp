@@ -141,6 +141,25 @@ struct CrossCase {
 
 void PrintTo(const CrossCase& c, std::ostream* os) { *os << c.spec; }
 
+// Some error names the injected fault: its call or its status.
+void expect_named(const std::vector<std::string>& errors, const CrossCase& c) {
+  bool named = false;
+  for (const std::string& err : errors)
+    named = named || err.find(c.name_a) != std::string::npos || err.find(c.name_b) != std::string::npos;
+  EXPECT_TRUE(named) << "no error names " << c.name_a << " or " << c.name_b << ": " << ::testing::PrintToString(errors);
+}
+
+// The shim's live objects and anomalies when made, to check nothing leaked
+// and nothing was misused since.
+struct ShimBalance {
+  int live = shim().live("all");
+  int anomalies = shim().anomalies();
+  void expect_unchanged() const {
+    EXPECT_EQ(shim().live("all") - live, 0) << "mem " << shim().live("mem") << " event " << shim().live("event");
+    EXPECT_EQ(shim().anomalies() - anomalies, 0) << shim().anomaly_log();
+  }
+};
+
 class TwoDevices : public ::testing::TestWithParam<CrossCase> {};
 
 TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
@@ -148,8 +167,7 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
   const CrossCase& c = GetParam();
   Watchdog wd(std::string("cross-device copy, fault ") + c.spec, 90);
   shim().reset_faults();
-  const int live0 = shim().live("all");
-  const int anomalies0 = shim().anomalies();
+  const ShimBalance balance;
   {
     LoopEngine le;
     if (!create_two_devices(le)) GTEST_SKIP() << kNeedsTwoDevices;
@@ -172,11 +190,7 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
     } else {
       if (fired == 0) std::printf("%s: not reached (the copy made no such call)\n", c.spec);
       if (fired > 0 && !r.correct) {
-        bool named = false;
-        for (const std::string& err : r.errors)
-          named = named || err.find(c.name_a) != std::string::npos || err.find(c.name_b) != std::string::npos;
-        EXPECT_TRUE(named) << "no error names " << c.name_a << " or " << c.name_b << ": "
-                           << ::testing::PrintToString(r.errors);
+        expect_named(r.errors, c);
       }
       // The copy's own callback says what failed, not only a status.
       if (fired > 0 && r.copy_error) {
@@ -192,8 +206,7 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
     (void)e.release(k1);
     EXPECT_EQ(le.destroy(), 0);
   }
-  EXPECT_EQ(shim().live("all") - live0, 0) << "mem " << shim().live("mem") << " event " << shim().live("event");
-  EXPECT_EQ(shim().anomalies() - anomalies0, 0) << shim().anomaly_log();
+  balance.expect_unchanged();
 }
 
 // A cross-device copy that fails inside an error scope: the scope gets the
@@ -354,8 +367,7 @@ TEST_P(Snapshots, SnapshotUnderFault) {
   const CrossCase& c = GetParam();
   Watchdog wd(std::string("a cross-device copy's snapshot, fault ") + c.spec, 90);
   shim().reset_faults();
-  const int live0 = shim().live("all");
-  const int anomalies0 = shim().anomalies();
+  const ShimBalance balance;
   {
     LoopEngine le;
     if (!create_two_devices(le, snapshot_config())) GTEST_SKIP() << kNeedsTwoDevices;
@@ -379,11 +391,7 @@ TEST_P(Snapshots, SnapshotUnderFault) {
     } else {
       EXPECT_GT(fired, 0) << c.spec << " was not reached";
       if (fired > 0 && !r.dst_correct) {
-        bool named = false;
-        for (const std::string& err : r.errors)
-          named = named || err.find(c.name_a) != std::string::npos || err.find(c.name_b) != std::string::npos;
-        EXPECT_TRUE(named) << "no error names " << c.name_a << " or " << c.name_b << ": "
-                           << ::testing::PrintToString(r.errors);
+        expect_named(r.errors, c);
       }
     }
     SnapshotOutcome again = snapshot_job(e, n);
@@ -391,8 +399,7 @@ TEST_P(Snapshots, SnapshotUnderFault) {
         << "a snapshot after the fault: " << again.hang << " " << ::testing::PrintToString(again.errors);
     EXPECT_EQ(le.destroy(), 0);
   }
-  EXPECT_EQ(shim().live("all") - live0, 0) << "mem " << shim().live("mem") << " event " << shim().live("event");
-  EXPECT_EQ(shim().anomalies() - anomalies0, 0) << shim().anomaly_log();
+  balance.expect_unchanged();
 }
 
 std::string cross_name(const ::testing::TestParamInfo<CrossCase>& info) {
