@@ -5,7 +5,9 @@
 // indexed by id - base: lookup is an index, adding takes the next slot, and
 // a record is dropped once it and every older one are final. Memory follows
 // the oldest unfinished command; an emptied chunk is kept for reuse (up to
-// kSpare), so a steady stream of commands allocates nothing here. A record
+// kSpare), so a steady stream of commands allocates nothing here, nor do
+// bursts of up to kSpare chunks' worth once the first has run (freeing a
+// chunk this large costs the allocator a consolidation pass). A record
 // never moves: references stay valid while others are added or dropped.
 #pragma once
 
@@ -21,7 +23,7 @@ template <class Record>
 class CommandStore {
  public:
   static constexpr std::size_t kChunk = 256;
-  static constexpr std::size_t kSpare = 2;
+  static constexpr std::size_t kSpare = 16;
 
   // The id the next add() gets.
   CommandId next_id() const { return base_ + size_; }

@@ -13,11 +13,16 @@
 
 namespace {
 std::atomic<long> g_allocations{0};
+std::atomic<long> g_large_allocations{0};  // of at least kLargeBytes
 std::atomic<bool> g_counting{false};
+constexpr std::size_t kLargeBytes = 64 * 1024;
 }  // namespace
 
 void* operator new(std::size_t n) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (g_counting.load(std::memory_order_relaxed)) {
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (n >= kLargeBytes) g_large_allocations.fetch_add(1, std::memory_order_relaxed);
+  }
   if (void* p = std::malloc(n ? n : 1)) return p;
   throw std::bad_alloc();
 }
@@ -72,6 +77,39 @@ TEST(Allocations, ALaunchAllocatesNothingInSteadyState) {
     // (100 launches), not per launch.
     EXPECT_LT(per_launch, 0.1) << (events == CommandEvents::All ? "all" : "awaited");
   }
+}
+
+// Bursts of launches, each run to completion (a frame's work, a request's):
+// once the first bursts have run (a burst's records may start anywhere in
+// a block of them), the next ones find the engine's record storage still
+// there. Freed and taken again per burst, its blocks are
+// large enough that the allocator's free consolidates its heap.
+TEST(Allocations, BurstsOfLaunchesAllocateNoLargeBlockOnceWarm) {
+  auto made = Engine::create(test_config());
+  ASSERT_TRUE(made.ok()) << made.error().to_string();
+  Engine& e = *made.value();
+  auto p = e.compile_sync(0, kTwiceKernel);
+  ASSERT_TRUE(p.ok());
+  auto k = e.kernel(*p, "twice");
+  auto b = e.allocate(0, 64 * 4);
+  ASSERT_TRUE(k.ok() && b.ok());
+  const Launch l{*k, {KernelArg::of(*b), KernelArg::value<std::uint32_t>(64)}, {64}};
+  constexpr int kBurst = 2000, kBursts = 5;
+  auto burst = [&] {
+    for (int i = 0; i < kBurst; ++i) EXPECT_TRUE(e.launch(l).ok());
+  };
+  for (int warm = 0; warm < 2; ++warm) {
+    burst();
+    ASSERT_TRUE(e.finish().ok());
+  }
+  g_large_allocations = 0;
+  for (int n = 0; n < kBursts; ++n) {
+    g_counting = true;
+    burst();
+    g_counting = false;
+    ASSERT_TRUE(e.finish().ok());
+  }
+  EXPECT_EQ(g_large_allocations.load(), 0) << "over " << kBursts << " bursts of " << kBurst << " launches";
 }
 
 // A callback per launch, as a function and a pointer (Engine::launch's
