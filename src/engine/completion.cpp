@@ -109,7 +109,7 @@ void Completion::collect_completions() {
     for (; groups < kGroupsPerTurn; ++groups) {
       // Outcomes still waiting from an earlier iteration are delivered
       // first: collecting more would only queue them behind.
-      if (collected && (over_budget() || !deferred_outcomes.empty())) {
+      if (collected && (over_budget() || deferred() > 0)) {
         backlog = true;
         return;
       }
@@ -294,7 +294,7 @@ void Completion::process_outcomes() {
   // While the loop spins, delivering is not spinning (EngineStats::spin_ns):
   // timed at the outermost level (a hook may call poll(), which comes back
   // here), and only when there is something to deliver.
-  if (delivering || (deferred_outcomes.empty() && !e.graph.has_outcomes())) {
+  if (delivering || (deferred() == 0 && !e.graph.has_outcomes())) {
     deliver_outcomes();
     return;
   }
@@ -310,15 +310,16 @@ void Completion::process_outcomes() {
 void Completion::deliver_outcomes() {
   // Left over from an iteration that ran out of its budget: older than
   // anything still in the graph.
-  while (!deferred_outcomes.empty()) {
+  while (deferred() > 0) {
     if (yield_now()) {
       backlog = true;
       return;
     }
-    sched::CommandGraph::Outcome o = std::move(deferred_outcomes.front());
-    deferred_outcomes.pop_front();
+    sched::CommandGraph::Outcome o = std::move(deferred_outcomes[deferred_head++]);
     deliver_outcome(o);
   }
+  deferred_outcomes.clear();
+  deferred_head = 0;
   // A hook may run process_outcomes again (poll() from a callback): each
   // level takes a buffer of its own from the spares.
   std::vector<sched::CommandGraph::Outcome> batch;
@@ -330,7 +331,12 @@ void Completion::deliver_outcomes() {
   while (!stopped && e.graph.take_outcomes(batch)) {
     for (std::size_t i = 0; i < batch.size(); ++i) {
       if (yield_now()) {
-        std::move(batch.begin() + static_cast<std::ptrdiff_t>(i), batch.end(), std::back_inserter(deferred_outcomes));
+        if (deferred() == 0) {  // the rest of the batch waits where it is
+          deferred_outcomes.swap(batch);
+          deferred_head = i;
+        } else {  // a callback's poll() left some (it ran this loop too)
+          std::move(batch.begin() + static_cast<std::ptrdiff_t>(i), batch.end(), std::back_inserter(deferred_outcomes));
+        }
         backlog = stopped = true;
         break;
       }

@@ -4,7 +4,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <optional>
 #include <vector>
 
@@ -21,19 +20,22 @@ struct Completion {
   std::vector<std::vector<sched::CommandGraph::Outcome>> outcome_spares;  // process_outcomes' buffers, reused
   // Config::loop_budget_us: the end of this loop iteration's share (0: no
   // bound), and whether work was left for the next iteration. Outcomes
-  // taken from the graph but not yet delivered wait in deferred_outcomes, in
-  // order, ahead of newer ones.
+  // taken from the graph but not yet delivered wait in deferred_outcomes
+  // from deferred_head on, in order, ahead of newer ones: most often the
+  // rest of the batch the budget cut short, kept where it is.
   std::uint64_t iteration_deadline_ns = 0;  // set by the iteration's first on_poll, cleared by on_check
   std::uint64_t step_deadline_ns = 0;       // iteration_deadline_ns inside on_poll, else 0
   std::size_t collect_next = 0;             // the queue (over all devices) the completion walk serves next
   bool backlog = false;
-  std::deque<sched::CommandGraph::Outcome> deferred_outcomes;
+  std::vector<sched::CommandGraph::Outcome> deferred_outcomes;
+  std::size_t deferred_head = 0;
+  std::size_t deferred() const { return deferred_outcomes.size() - deferred_head; }
   bool over_budget() const { return step_deadline_ns != 0 && uv_hrtime() >= step_deadline_ns; }
   // Outcomes wait for a later iteration only while few do (a bound on what
   // they hold alive). The completion walk does not run while any wait: it
   // would only add to them.
   static constexpr std::size_t kMaxDeferredOutcomes = 1024;
-  bool yield_now() const { return over_budget() && deferred_outcomes.size() < kMaxDeferredOutcomes; }
+  bool yield_now() const { return over_budget() && deferred() < kMaxDeferredOutcomes; }
 
   // The first command at or after `id` on its queue that has an event (so
   // completes with it), or nullptr.
