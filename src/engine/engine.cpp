@@ -347,6 +347,7 @@ void Engine::Impl::on_poll() {
   deliver_raised();
   finish_close_if_idle();
   update_busy();
+  if (in_blocking_run) uv_stop(loop);  // the blocking call looks at what it waits for before the loop may sleep
 }
 
 void Engine::Impl::on_check() {
@@ -547,7 +548,9 @@ Result<void> Engine::run_until(const std::function<bool()>& done) {
     if (!e.busy() && !done())
       return Error{Status::InvalidArgument, "run_until: nothing in flight can complete the awaited operation"};
     ++e.in_callback;  // callbacks from the loop must not re-enter uv_run
+    e.in_blocking_run = true;
     uv_run(e.loop, UV_RUN_ONCE);
+    e.in_blocking_run = false;
     --e.in_callback;
     if (e.doomed) return Error{Status::Cancelled, "run_until: the engine was destroyed by one of its callbacks"};
   }

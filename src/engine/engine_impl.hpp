@@ -70,6 +70,11 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // "running" query; a caller's timer or idle callback runs outside this
   // window and is not caught.
   bool in_loop_io_phase = false;
+  // A blocking call (run_until) is running the loop for one iteration. The
+  // engine's step then stops that iteration's poll from blocking: what the
+  // call waits for may have just happened, and on a caller's loop another
+  // handle (a listening socket, a long timer) would keep the poll waiting.
+  bool in_blocking_run = false;
   // User code the engine's steps raise — the error listener, the schedule
   // recorder — waits here and runs at the end of on_prepare / on_poll, so it
   // never re-enters submission or sees half-updated state.

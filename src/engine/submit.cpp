@@ -73,6 +73,10 @@ CommandId Submitter::commit(std::uint32_t device) {
   record(device, c);
   const CommandId id = c.id;
   if (d.window.full()) submit_window(device);
+  // Issued from the caller's own loop callback after this iteration's
+  // prepare step (a prepare handle of theirs that runs after the engine's):
+  // the window must still go out before the loop may block.
+  if (e.in_loop_io_phase && e.in_callback == 0 && !e.polling && e.handles) e.handles->submit_before_sleep();
   e.update_busy();
   return id;
 }

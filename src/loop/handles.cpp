@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <mutex>
 #include <string>
@@ -40,53 +41,42 @@ void wake(std::uintptr_t token) noexcept {
 Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
   auto* h = new Handles;
   h->hooks_ = hooks;
-  int rc = uv_prepare_init(loop, &h->prepare_);
-  if (rc != 0) {
-    delete h;
-    return uv_error("uv_prepare_init", rc);
-  }
-  h->prepare_.data = h;
-  ++h->open_handles_;
-  rc = uv_timer_init(loop, &h->timer_);
-  if (rc == 0) {
-    h->timer_.data = h;
+  // In the order close() closes them: a failure closes those opened so far.
+  const char* failed = nullptr;
+  int rc = 0;
+  auto opened = [&](const char* call, int r, void* handle) {
+    if (r != 0) {
+      failed = call;
+      rc = r;
+      return false;
+    }
+    static_cast<uv_handle_t*>(handle)->data = h;
     ++h->open_handles_;
-    rc = uv_async_init(loop, &h->async_, [](uv_async_t* a) {
-      static_cast<Handles*>(a->data)->hooks_->on_poll();
-    });
-    if (rc == 0) {
-      h->async_.data = h;
-      ++h->open_handles_;
-      rc = uv_idle_init(loop, &h->idle_);
-      if (rc == 0) {
-        h->idle_.data = h;
-        ++h->open_handles_;
-        rc = uv_check_init(loop, &h->check_);
-        if (rc == 0) {
-          h->check_.data = h;
-          ++h->open_handles_;
-          h->soon_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-          rc = h->soon_fd_ < 0 ? uv_translate_sys_error(errno) : uv_poll_init(loop, &h->soon_, h->soon_fd_);
-          if (rc == 0) {
-            h->soon_.data = h;
-            ++h->open_handles_;
-          }
-        }
-      }
+    return true;
+  };
+  auto on_async = [](uv_async_t* a) { static_cast<Handles*>(a->data)->hooks_->on_poll(); };
+  const bool all = opened("uv_prepare_init", uv_prepare_init(loop, &h->prepare_), &h->prepare_) &&
+                   opened("uv_timer_init", uv_timer_init(loop, &h->timer_), &h->timer_) &&
+                   opened("uv_async_init", uv_async_init(loop, &h->async_, on_async), &h->async_) &&
+                   opened("uv_idle_init", uv_idle_init(loop, &h->idle_), &h->idle_) &&
+                   opened("uv_idle_init", uv_idle_init(loop, &h->again_), &h->again_) &&
+                   opened("uv_check_init", uv_check_init(loop, &h->check_), &h->check_);
+  if (all) {
+    h->soon_fd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (h->soon_fd_ < 0) {
+      failed = "timerfd_create";
+      rc = uv_translate_sys_error(errno);
+    } else {
+      opened("uv_poll_init", uv_poll_init(loop, &h->soon_, h->soon_fd_), &h->soon_);
     }
   }
-  if (rc != 0) {
-    Error e = uv_error("uv_timer_init/uv_async_init/uv_idle_init/uv_check_init/timerfd_create/uv_poll_init", rc);
+  if (failed) {
+    Error e = uv_error(failed, rc);
     h->close();
     return e;
   }
   uv_prepare_start(&h->prepare_, [](uv_prepare_t* p) { static_cast<Handles*>(p->data)->hooks_->on_prepare(); });
-  uv_unref(reinterpret_cast<uv_handle_t*>(&h->prepare_));
-  uv_unref(reinterpret_cast<uv_handle_t*>(&h->timer_));
-  uv_unref(reinterpret_cast<uv_handle_t*>(&h->async_));
-  uv_unref(reinterpret_cast<uv_handle_t*>(&h->idle_));
   uv_check_start(&h->check_, [](uv_check_t* c) { static_cast<Handles*>(c->data)->hooks_->on_check(); });
-  uv_unref(reinterpret_cast<uv_handle_t*>(&h->check_));
   rc = uv_poll_start(&h->soon_, UV_READABLE, [](uv_poll_t* p, int, int) {
     auto* self = static_cast<Handles*>(p->data);
     std::uint64_t expirations = 0;
@@ -99,12 +89,19 @@ Result<Handles*> Handles::open(uv_loop_t* loop, Hooks* hooks) {
     h->close();
     return e;
   }
-  uv_unref(reinterpret_cast<uv_handle_t*>(&h->soon_));
+  for (uv_handle_t* u : h->all_handles()) uv_unref(u);
   WakeRegistry& r = registry();
   std::lock_guard lock(r.mutex);
   h->token_ = r.next++;
   r.asyncs.emplace(h->token_, &h->async_);
   return h;
+}
+
+std::array<uv_handle_t*, Handles::kHandles> Handles::all_handles() {
+  return {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
+          reinterpret_cast<uv_handle_t*>(&async_),   reinterpret_cast<uv_handle_t*>(&idle_),
+          reinterpret_cast<uv_handle_t*>(&again_),   reinterpret_cast<uv_handle_t*>(&check_),
+          reinterpret_cast<uv_handle_t*>(&soon_)};
 }
 
 void Handles::set_busy(bool busy) {
@@ -128,6 +125,13 @@ void Handles::set_spinning(bool spinning) {
   else uv_idle_stop(&idle_);
 }
 
+void Handles::submit_before_sleep() {
+  uv_idle_start(&again_, [](uv_idle_t* i) {  // no-op while started
+    uv_idle_stop(i);
+    static_cast<Handles*>(i->data)->hooks_->on_prepare();
+  });
+}
+
 void Handles::poll_in(std::uint64_t ns) {
   itimerspec when{};
   ns = std::max<std::uint64_t>(ns, 1);  // 0 would disarm it
@@ -148,11 +152,8 @@ void Handles::close() {
     delete this;
     return;
   }
-  const int n = std::min(open_handles_, 6);  // prepare, timer, async, idle, check, soon: in the order opened
-  uv_handle_t* all[6] = {reinterpret_cast<uv_handle_t*>(&prepare_), reinterpret_cast<uv_handle_t*>(&timer_),
-                         reinterpret_cast<uv_handle_t*>(&async_),   reinterpret_cast<uv_handle_t*>(&idle_),
-                         reinterpret_cast<uv_handle_t*>(&check_),   reinterpret_cast<uv_handle_t*>(&soon_)};
-  for (int i = 0; i < n; ++i) uv_close(all[i], &Handles::on_close);
+  const auto all = all_handles();  // in the order opened: the first open_handles_ of them are
+  for (int i = 0; i < open_handles_; ++i) uv_close(all[static_cast<std::size_t>(i)], &Handles::on_close);
 }
 
 void Handles::on_close(uv_handle_t* h) {

@@ -11,6 +11,11 @@
 //   idle     while spinning (Config::spin_us), or while work is left over
 //            from an iteration that spent its budget (Config::loop_budget_us):
 //            the loop does not sleep and every iteration runs on_poll; unref'd.
+//   again    runs on_prepare once more, when work was issued after the
+//            prepare step of this iteration (submit_before_sleep()): by a
+//            prepare handle of the caller's that runs after the engine's.
+//            An idle handle, so the loop does not block until it ran; it
+//            stops itself; unref'd.
 //   check    ends each loop iteration (on_check: the budget starts anew);
 //            always active, unref'd.
 //   soon     a one-shot timer finer than uv_timer's milliseconds (a timerfd
@@ -22,6 +27,7 @@
 // callback, so closing works on a caller's loop that runs later.
 #pragma once
 
+#include <array>
 #include <cstdint>
 
 #include <uv.h>
@@ -59,6 +65,9 @@ class Handles {
   // due); soon_pending() until it has run.
   void poll_in(std::uint64_t ns);
   bool soon_pending() const { return soon_pending_; }
+  // The prepare step of this iteration has run and work was issued since:
+  // on_prepare runs once more before the loop may block.
+  void submit_before_sleep();
   // The token driver callbacks pass to wake().
   std::uintptr_t wake_token() const { return token_; }
   // Unregisters the wake token, closes the handles; `this` is freed once
@@ -69,11 +78,14 @@ class Handles {
   Handles() = default;
   ~Handles();  // closes the timerfd: only once every handle is closed
   static void on_close(uv_handle_t* h);
+  static constexpr std::size_t kHandles = 7;
+  std::array<uv_handle_t*, kHandles> all_handles();  // in the order opened
 
   uv_prepare_t prepare_{};
   uv_timer_t timer_{};
   uv_async_t async_{};
   uv_idle_t idle_{};
+  uv_idle_t again_{};
   uv_check_t check_{};
   uv_poll_t soon_{};
   int soon_fd_ = -1;  // the timerfd under soon_

@@ -539,6 +539,94 @@ TEST(CoreLoop, PollDoesNotRunACallersLoop) {
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
+// Blocking calls on a caller's loop that has work of its own (a long timer
+// here; a listening socket alike): each returns once what it waits for is
+// done, not when the caller's handle next fires. Where the engine sees its
+// work done in its poll-timer step (polled completion; finish() with
+// nothing in flight), the loop's poll right after must not block.
+TEST(CoreLoop, BlockingCallsReturnWhileTheCallersLoopHasWorkOfItsOwn) {
+  for (CompletionMode mode : {CompletionMode::Callback, CompletionMode::Poll}) {
+    SCOPED_TRACE(mode == CompletionMode::Poll ? "polled completion" : "driver callbacks");
+    uv_loop_t loop;
+    ASSERT_EQ(uv_loop_init(&loop), 0);
+    uv_timer_t later;
+    uv_timer_init(&loop, &later);
+    uv_timer_start(&later, [](uv_timer_t*) {}, 10 * 60 * 1000, 0);
+    {
+      Watchdog wd("blocking calls beside a caller's ten-minute timer", 30);
+      Config c = test_config();
+      c.completion = mode;
+      auto made = Engine::create(c, &loop);
+      ASSERT_TRUE(made.ok()) << made.error().to_string();
+      Engine& e = *made.value();
+      auto b = e.allocate(0, 64);
+      ASSERT_TRUE(b.ok());
+      ASSERT_TRUE(e.finish().ok()) << "nothing in flight";
+      const std::vector<std::uint32_t> v(16, 7);
+      for (int round = 0; round < 3; ++round) {
+        ASSERT_TRUE(e.write(*b, 0, bytes_of(v)).ok());
+        ASSERT_TRUE(e.finish().ok());
+        ASSERT_TRUE(e.finish().ok()) << "nothing in flight";
+        auto got = e.read_sync(*b, 0, 64);
+        ASSERT_TRUE(got.ok()) << got.error().to_string();
+        EXPECT_EQ(as_vector<std::uint32_t>(got.value()), v);
+      }
+      made.value().reset();
+    }
+    uv_close(reinterpret_cast<uv_handle_t*>(&later), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    EXPECT_EQ(uv_loop_close(&loop), 0);
+  }
+}
+
+// A prepare handle of the caller's, started before the engine's, runs after
+// it in each iteration (libuv runs the last started first). Work it issues
+// comes after the engine's prepare step, which submits windows: the loop
+// must not block with that work still in its window (it would wait there
+// for the poll timer, a millisecond, or forever with nothing else in
+// flight).
+TEST(CoreLoop, WorkIssuedAfterTheEnginesPrepareStepDoesNotWaitForTheLoopToBlock) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  struct Frame {
+    Engine* engine = nullptr;
+    Buffer buffer;
+    int copies = 0;
+    int ran = 0;
+    std::uint64_t timeout_after_issue = 1;  // uv_backend_timeout right after issuing, in ms
+  } frame;
+  uv_prepare_t users;
+  uv_prepare_init(&loop, &users);
+  users.data = &frame;
+  uv_prepare_start(&users, [](uv_prepare_t* p) {
+    auto& f = *static_cast<Frame*>(p->data);
+    if (f.engine == nullptr || f.ran++ > 0) return;
+    EXPECT_TRUE(f.engine->copy(f.buffer, 0, f.buffer, 32, 32, [&f](Result<void> r) {
+      EXPECT_TRUE(r.ok());
+      ++f.copies;
+    }).ok());
+    f.timeout_after_issue = static_cast<std::uint64_t>(uv_backend_timeout(p->loop));
+    uv_prepare_stop(p);
+  });
+  {
+    auto made = Engine::create(test_config(), &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    Engine& e = *made.value();
+    auto b = e.allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(e.finish().ok());
+    frame.engine = &e;
+    frame.buffer = *b;
+    Watchdog wd("a copy issued after the engine's prepare step", 30);
+    while (frame.copies == 0) uv_run(&loop, UV_RUN_ONCE);
+    EXPECT_EQ(frame.timeout_after_issue, 0u) << "the loop would have blocked with the copy in its window";
+    made.value().reset();
+  }
+  uv_close(reinterpret_cast<uv_handle_t*>(&users), nullptr);
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 // Runs `body` with an engine on a loop of the caller's that nobody runs, then
 // destroys the engine and checks that the loop closes with nothing left open.
 void on_a_loop_nobody_runs(const Config& c, const std::function<void(Engine&)>& body) {
