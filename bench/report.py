@@ -473,6 +473,7 @@ def cmd_doc(a):
             for t in targets(fid, j.get("figures", {})):
                 o.append("- %s — %s: %s" % (t[0], yes(t[2]), t[1]))
             o.append("")
+            o.extend(window_table(f))
             for vname, v in j.get("variants", {}).items():
                 vf = v.get("figures", {}).get(fid)
                 if vf and "rows" in vf:
@@ -495,6 +496,23 @@ def cmd_doc(a):
     with open(a.out, "w") as f:
         f.write("\n".join(o))
     print("report.py: wrote %s" % a.out)
+
+
+def window_table(f):
+    """Figure 2 at 16 queues by window size: where the wall time goes."""
+    points = [p for p in f.get("uvcl_curve", []) if p.get("queues") == 16 and "tail_ms" in p]
+    points += f.get("uvcl16_windows", [])
+    if not points:
+        return []
+    o = ["*uvcl at 16 queues by window (commands per submission): the launch calls, then `finish()` "
+         "(the last window's kernels and the completions the loop had not run to see):*\n",
+         "| window | wall ms | launch calls ms | after the last launch ms | fences per repetition |",
+         "|---|---|---|---|---|"]
+    for p in points:
+        o.append("| %s | %s | %s | %s | %s |" % (p.get("window", "default"), fmt(p.get("ms")), fmt(p.get("submit_ms")),
+                                               fmt(p.get("tail_ms")), fmt(p.get("fences_per_rep"))))
+    o.append("")
+    return o
 
 
 IMAGES = {"2": ["concurrency"], "3": ["latency"], "4": ["lag"]}

@@ -634,9 +634,14 @@ Json fig2(Ctx& c) {
   Json uvcl_curve = Json::array();
   double udefault_ms = 0, u16_ms = 0, u1_ms = 0, ubest = 0;
   unsigned ubest_q = 0;
-  Json queue_use = Json::object();
-  for (unsigned nq : curve) {
-    auto eng = make_engine(c, nq);
+  // One engine with nq queues (and a window of `window` commands, if
+  // given): the best of `reps` runs, what the launch calls alone took, and
+  // the tail (finish() after the last launch returned: the last window's
+  // kernels and the retiring of what the loop never ran to see).
+  auto measure = [&](unsigned nq, std::optional<unsigned> window) {
+    auto eng = make_engine(c, nq, {}, std::nullopt, std::nullopt, [&](uvcl::Config& cfg) {
+      if (window) cfg.window = *window;
+    });
     Engine& e = *eng;
     const std::size_t d = c.local;
     Program p = must(e.compile_sync(d, kKernels), "compile");
@@ -648,7 +653,7 @@ Json fig2(Ctx& c) {
     l.global = {wg};
     l.local = {wg};
     std::vector<std::uint32_t> per_queue(nq + 2, 0);
-    std::vector<double> submit_ms;  // the launch calls alone: is the figure bound by the host?
+    std::vector<double> submit_ms, tail_ms;  // the launch calls alone: is the figure bound by the host?
     auto run = [&]() {
       const std::uint64_t t0 = now_ns();
       for (std::size_t j = 0; j < length; ++j)
@@ -658,7 +663,9 @@ Json fig2(Ctx& c) {
         }
       submit_ms.push_back(us_since(t0) / 1e3);
       must(e.finish(), "finish");
-      return us_since(t0) / 1e3;
+      const double ms = us_since(t0) / 1e3;
+      tail_ms.push_back(ms - submit_ms.back());
+      return ms;
     };
     for (std::size_t ch = 0; ch < chains; ++ch) {  // warm-up
       l.args[0].buffer = bufs[ch];
@@ -677,9 +684,28 @@ Json fig2(Ctx& c) {
       t.push_back(run());
       e.set_schedule_recorder({});
     }
-    if (nq == 8 || nq == 16)
+    if (!window && (nq == 8 || nq == 16))
       fig["driver"]["uvcl" + std::to_string(nq)] = driver_time(c, static_cast<double>(reps * length * chains));
     const double ms = min_of(t);
+    Json pt = Json::object();
+    pt["queues"] = nq;
+    if (window) pt["window"] = *window;
+    pt["ms"] = ms;
+    pt["speedup"] = bare1_ms / ms;
+    pt["cross_queue_waits_per_rep"] =
+        static_cast<double>(e.stats().cross_queue_waits - waits0) / static_cast<double>(reps);
+    pt["submit_ms"] = min_of(submit_ms);
+    pt["tail_ms"] = min_of(tail_ms);
+    pt["fences_per_rep"] = static_cast<double>(e.stats().fences - fences0) / static_cast<double>(reps);
+    pt["status_reads_per_rep"] = static_cast<double>(e.stats().status_queries - reads0) / static_cast<double>(reps);
+    Json used = Json::array();
+    for (unsigned q = 0; q < nq; ++q) used.push(per_queue[q]);
+    pt["launches_per_queue_first_rep"] = std::move(used);
+    return pt;
+  };
+  for (unsigned nq : curve) {
+    Json pt = measure(nq, std::nullopt);
+    const double ms = pt["ms"].number();
     if (nq == 1) u1_ms = ms;
     if (nq == default_queues(c)) udefault_ms = ms;
     if (nq == 16) u16_ms = ms;
@@ -687,20 +713,13 @@ Json fig2(Ctx& c) {
       ubest = bare1_ms / ms;
       ubest_q = nq;
     }
-    Json pt = Json::object();
-    pt["queues"] = nq;
-    pt["ms"] = ms;
-    pt["speedup"] = bare1_ms / ms;
-    pt["cross_queue_waits_per_rep"] =
-        static_cast<double>(e.stats().cross_queue_waits - waits0) / static_cast<double>(reps);
-    pt["submit_ms"] = min_of(submit_ms);
-    pt["fences_per_rep"] = static_cast<double>(e.stats().fences - fences0) / static_cast<double>(reps);
-    pt["status_reads_per_rep"] = static_cast<double>(e.stats().status_queries - reads0) / static_cast<double>(reps);
-    Json used = Json::array();
-    for (unsigned q = 0; q < nq; ++q) used.push(per_queue[q]);
-    pt["launches_per_queue_first_rep"] = std::move(used);
     uvcl_curve.push(std::move(pt));
   }
+  // The window against the tail: 16 queues with windows smaller and larger
+  // than the default (a flush and a fence per queue per window).
+  Json windows = Json::array();
+  for (unsigned w : {32u, 64u, 200u}) windows.push(measure(16, w));
+  fig["uvcl16_windows"] = std::move(windows);
   fig["uvcl_curve"] = std::move(uvcl_curve);
   fig["bare_curve"] = std::move(bare_curve);
   Json& t = add_row(fig, "2.time", "64 chains x " + std::to_string(length) + " kernels: wall time", "ms", false);
