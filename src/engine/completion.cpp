@@ -196,12 +196,10 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   const bool parked = r.state == sched::CommandState::Parked;
   transition(r, sched::CommandEvent::DeviceDone);
   if (err) e.report(id, *err);
-  if (r.kernel) {
-    auto k = e.progs.kernels.find(r.kernel);
-    if (k != e.progs.kernels.end()) {
-      --k->second.uses;
-      e.progs.maybe_free_kernel(r.kernel);
-    }
+  if (r.kernel_rec) {
+    --r.kernel_rec->uses;
+    if (r.kernel_rec->released) e.progs.maybe_free_kernel(r.kernel);
+    r.kernel_rec = nullptr;
   }
   e.graph.event_done(id, std::move(err));
   if (!r.frees.empty()) {

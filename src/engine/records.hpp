@@ -99,6 +99,7 @@ struct CommandRec {
   cl_event event = nullptr;
   cl_event gate = nullptr;   // timed launches: a user event later work waits on
   std::uint64_t kernel = 0;
+  KernelRec* kernel_rec = nullptr;  // as Command::kernel_rec: alive while this command counts a use of it
   std::uint64_t tag = 0;
   CommandId reports_as = 0;  // Command::reports_as
   std::uint64_t submit_ns = 0;

@@ -113,6 +113,7 @@ void Submitter::record(std::uint32_t device, Command& c) {
   if (c.kernel) {
     if (!c.kernel_rec) c.kernel_rec = &e.progs.kernels.at(c.kernel);
     ++c.kernel_rec->uses;
+    r.kernel_rec = c.kernel_rec;  // the completion gives the use back
   }
 }
 
@@ -200,6 +201,7 @@ static void discard_unsubmitted(Engine::Impl& e, const Command& c, const Error& 
   release_pending(e, c);
   if (c.kernel) {
     --c.kernel_rec->uses;
+    if (CommandRec* r = e.commands.find(c.id)) r->kernel_rec = nullptr;  // given back here, not at completion
     e.progs.maybe_free_kernel(c.kernel);
   }
 }

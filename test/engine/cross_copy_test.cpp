@@ -284,7 +284,9 @@ TEST_F(EngineCrossCopyChild, DISABLED_DestroyWithASnapshotInFlight) {
   EXPECT_EQ(copied.calls, 1);
   EXPECT_EQ(fills, 1);
   EXPECT_EQ(reads, 1);
-  if (first != 0) EXPECT_EQ(first, later);
+  if (first != 0) {
+    EXPECT_EQ(first, later);
+  }
 }
 
 // A copy many chunks long holds a bounded ring of pinned memory, whatever its
