@@ -309,9 +309,13 @@ Result<void> Engine::close(std::function<void()> on_closed) {
 // --- the loop side -------------------------------------------------------
 
 void Engine::Impl::on_prepare() {
-  Entry entry(*this);
   in_loop_io_phase = true;
   for (const auto& d : devices) d->read_burst_until_ns = 0;  // a new iteration: a read goes out at once
+  on_late_work();
+}
+
+void Engine::Impl::on_late_work() {
+  Entry entry(*this);
   // The windows, then the user code raised meanwhile (error listener,
   // schedule recorder); once more for what that code issued and raised, so
   // that it goes out, with the driver callbacks it needs, before the loop

@@ -107,6 +107,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
 
   // loop::Hooks
   void on_prepare() override;
+  void on_late_work() override;
   void on_poll() override;
   void on_check() override;
   // sched::EventRefs

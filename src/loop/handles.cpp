@@ -128,7 +128,7 @@ void Handles::set_spinning(bool spinning) {
 void Handles::submit_before_sleep() {
   uv_idle_start(&again_, [](uv_idle_t* i) {  // no-op while started
     uv_idle_stop(i);
-    static_cast<Handles*>(i->data)->hooks_->on_prepare();
+    static_cast<Handles*>(i->data)->hooks_->on_late_work();
   });
 }
 

@@ -11,7 +11,7 @@
 //   idle     while spinning (Config::spin_us), or while work is left over
 //            from an iteration that spent its budget (Config::loop_budget_us):
 //            the loop does not sleep and every iteration runs on_poll; unref'd.
-//   again    runs on_prepare once more, when work was issued after the
+//   again    runs on_late_work, when work was issued after the
 //            prepare step of this iteration (submit_before_sleep()): by a
 //            prepare handle of the caller's that runs after the engine's.
 //            An idle handle, so the loop does not block until it ran; it
@@ -38,7 +38,8 @@ namespace uvcl::loop {
 
 class Hooks {
  public:
-  virtual void on_prepare() = 0;  // submit windows
+  virtual void on_prepare() = 0;    // submit windows
+  virtual void on_late_work() = 0;  // the same for work issued after on_prepare, in the same iteration
   virtual void on_poll() = 0;     // timer tick or wake-up: collect completions
   virtual void on_check() = 0;    // the loop iteration's end
 
@@ -66,7 +67,7 @@ class Handles {
   void poll_in(std::uint64_t ns);
   bool soon_pending() const { return soon_pending_; }
   // The prepare step of this iteration has run and work was issued since:
-  // on_prepare runs once more before the loop may block.
+  // on_late_work runs before the loop may block.
   void submit_before_sleep();
   // The token driver callbacks pass to wake().
   std::uintptr_t wake_token() const { return token_; }

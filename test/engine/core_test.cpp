@@ -627,6 +627,79 @@ TEST(CoreLoop, WorkIssuedAfterTheEnginesPrepareStepDoesNotWaitForTheLoopToBlock)
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
 
+// Active idle handles on `loop` (uv_walk: the loop's own bookkeeping).
+int active_idles(uv_loop_t* loop) {
+  int n = 0;
+  uv_walk(
+      loop,
+      [](uv_handle_t* h, void* arg) {
+        if (uv_handle_get_type(h) == UV_IDLE && uv_is_active(h)) ++*static_cast<int*>(arg);
+      },
+      &n);
+  return n;
+}
+
+// Work a caller's prepare handle issues before the engine's prepare step
+// (one started after the engine's runs first) goes out in that step: the
+// loop may still sleep afterwards. Work issued from a caller's socket or
+// async callback is not a reason to keep it awake in later iterations
+// either.
+TEST(CoreLoop, WorkIssuedBeforeTheEnginesPrepareStepLetsTheLoopSleep) {
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  struct Frame {
+    Engine* engine = nullptr;
+    Buffer buffer;
+    int frames_left = 0;
+    int copies = 0;
+    int kept_awake = 0;  // frames whose copy left an idle handle active
+    void copy() {
+      EXPECT_TRUE(engine->copy(buffer, 0, buffer, 32, 32, [this](Result<void> r) {
+        EXPECT_TRUE(r.ok());
+        ++copies;
+      }).ok());
+    }
+  } frame;
+  {
+    Config c = test_config();
+    c.spin_us = 0;  // no idle handle of the engine's own while it waits
+    auto made = Engine::create(c, &loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    Engine& e = *made.value();
+    auto b = e.allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(e.finish().ok());
+    frame.engine = &e;
+    frame.buffer = *b;
+    uv_async_t poke;
+    uv_async_init(&loop, &poke, [](uv_async_t* a) {
+      auto& f = *static_cast<Frame*>(a->data);
+      f.copy();  // from the loop's poll phase
+      f.frames_left = 20;
+    });
+    poke.data = &frame;
+    uv_prepare_t users;  // started after the engine's: runs before it
+    uv_prepare_init(&loop, &users);
+    users.data = &frame;
+    uv_prepare_start(&users, [](uv_prepare_t* p) {
+      auto& f = *static_cast<Frame*>(p->data);
+      if (f.frames_left == 0) return;
+      --f.frames_left;
+      f.copy();
+      f.kept_awake += active_idles(p->loop) > 0 ? 1 : 0;
+    });
+    Watchdog wd("copies issued from a caller's prepare handle", 30);
+    uv_async_send(&poke);
+    while (frame.copies < 21) uv_run(&loop, UV_RUN_ONCE);
+    EXPECT_EQ(frame.kept_awake, 0) << "of 20 frames";
+    uv_close(reinterpret_cast<uv_handle_t*>(&users), nullptr);
+    uv_close(reinterpret_cast<uv_handle_t*>(&poke), nullptr);
+    made.value().reset();
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+}
+
 // Runs `body` with an engine on a loop of the caller's that nobody runs, then
 // destroys the engine and checks that the loop closes with nothing left open.
 void on_a_loop_nobody_runs(const Config& c, const std::function<void(Engine&)>& body) {
