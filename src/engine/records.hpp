@@ -117,8 +117,9 @@ struct CommandRec {
 // were enqueued, so one event completes every command before it. Commands
 // get an event of their own only where someone awaits them (a read, a timed
 // launch, a callback) or traces them; the others are completed by the next
-// event on their queue — a fence (a marker) attached to the last command of
-// each flushed window, or made when another queue must wait.
+// event on their queue — a fence (a marker) attached to the last command in
+// flight before the loop may sleep, at a sync point, every kFenceRun
+// event-less commands of a burst, or when another queue must wait.
 struct Queue {
   cl_command_queue queue = nullptr;
   std::deque<CommandId> in_flight;  // in submission order = completion order = id order
@@ -128,6 +129,7 @@ struct Queue {
   std::deque<CommandId> evented;
   bool dirty = false;               // enqueued since the last clFlush
   bool needs_fence = false;         // the last command in flight has no event
+  std::uint32_t unfenced = 0;       // event-less commands at its back, since its last event
   // Status reads of its oldest event that failed in a row: a read that
   // fails once is tried again at the next poll; only a persistent failure
   // fails the commands that event completes (it may complete many).

@@ -30,6 +30,7 @@ cl_event Submitter::fence(DeviceCtx& d, QueueIndex q) {
   e.commands.find(queue.in_flight.back())->event = m;
   queue.evented.push_back(queue.in_flight.back());
   queue.needs_fence = false;
+  queue.unfenced = 0;
   queue.dirty = true;
   return m;
 }
@@ -72,7 +73,7 @@ CommandId Submitter::commit(std::uint32_t device) {
   Command& c = d.window.back();
   record(device, c);
   const CommandId id = c.id;
-  if (d.window.full()) submit_window(device);
+  if (d.window.full()) submit_window(device, Fences::ForLongRuns);
   // Issued from the caller's own loop callback after this iteration's
   // prepare step (a prepare handle of theirs that runs after the engine's):
   // the window must still go out before the loop may block.
@@ -121,7 +122,7 @@ void Submitter::submit_all() {
   for (std::uint32_t i = 0; i < e.devices.size(); ++i) submit_window(i);
 }
 
-void Submitter::submit_window(std::uint32_t device) {
+void Submitter::submit_window(std::uint32_t device, Fences fences) {
   DeviceCtx& d = *e.devices[device];
   // Nested (from engine code run while submitting): what it added sits in
   // the window behind the commands being submitted; the loop below takes it.
@@ -150,7 +151,7 @@ void Submitter::submit_window(std::uint32_t device) {
   d.submitting = false;
   d.reads_in_window = false;
   for (Queue& q : d.queues) q.unfinished_from = 0;
-  flush_dirty_queues(d);
+  flush_dirty_queues(d, fences);
   if (e.trace)
     e.trace->host(TraceHost{"submit window (device " + std::to_string(device) + ")", t0, uv_hrtime(), submitted});
 }
@@ -164,12 +165,13 @@ void Submitter::submit_read(std::uint32_t device) {
   d.read_burst_until_ns = uv_hrtime() + burst_ns;  // from the end of this call: the caller's time between reads decides
 }
 
-void Submitter::flush_dirty_queues(DeviceCtx& d) {
+void Submitter::flush_dirty_queues(DeviceCtx& d, Fences fences) {
   for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
     Queue& q = d.queues[qi];
     // A failed marker is tried again at the next flush (once per loop
     // iteration): until then its commands' completion is not observed.
-    if (q.needs_fence && !q.in_flight.empty()) (void)fence(d, qi);
+    if (q.needs_fence && !q.in_flight.empty() && (fences == Fences::All || q.unfenced >= kFenceRun))
+      (void)fence(d, qi);
     if (!q.dirty) continue;
     q.dirty = false;
     ++e.counters.flushes;
@@ -425,6 +427,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
     if (done.event) queue.evented.push_back(c.id);
     queue.dirty = true;
     queue.needs_fence = !done.own_event;
+    queue.unfenced = done.own_event ? 0 : queue.unfenced + 1;
     if (q < d.compute_queues()) ++d.load[q];
   }
   if (c.op == Op::Timed) d.barrier = c.id;

@@ -23,7 +23,13 @@ struct Submitter {
   Command& stage(std::uint32_t device);
   CommandId commit(std::uint32_t device);
   void unstage(std::uint32_t device);
-  void submit_window(std::uint32_t device);
+  // A window submitted because it filled (Fences::ForLongRuns) does not
+  // fence every queue it used: the caller is still issuing, and a marker
+  // per queue per window costs the driver what a launch does. Every other
+  // submission fences all (completion is observed only through events).
+  enum class Fences : std::uint8_t { All, ForLongRuns };
+  static constexpr std::uint32_t kFenceRun = 128;  // ForLongRuns: queues with this many event-less commands
+  void submit_window(std::uint32_t device, Fences fences = Fences::All);
   // A read is a sync point: its window is submitted at once — unless the
   // read comes in a burst (Config::read_burst_us), when it stays in the
   // window with the burst's other reads, submitted together when the window
@@ -34,8 +40,9 @@ struct Submitter {
   void fail_unsubmitted(const Command& c, Error error);
   cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
                     const char** call);
-  // Fences every queue whose last command has no event, then flushes.
-  void flush_dirty_queues(DeviceCtx& d);
+  // Fences the queues whose last command has no event (as `fences` says),
+  // then flushes.
+  void flush_dirty_queues(DeviceCtx& d, Fences fences = Fences::All);
   // A marker after the last command of queue q, which then carries it as
   // its event; nullptr if the marker could not be enqueued.
   cl_event fence(DeviceCtx& d, QueueIndex q);

@@ -257,6 +257,38 @@ TEST_F(Core, SmallReadsOfABurstShareEvents) {
   EXPECT_LE(eng().stats().events - events0, 8u) << "an event per read of the burst";
 }
 
+// Windows that fill while the caller keeps issuing go out without a fence
+// per queue each (on NVIDIA a marker costs what a launch does): a queue
+// gets one every Submitter::kFenceRun event-less commands, and the rest
+// when the loop may sleep or a sync point comes. Completion still arrives,
+// and every command still lands.
+TEST_F(Core, FullWindowsOfABurstAreNotFencedEach) {
+  Config c = test_config(4);
+  c.window = 10;
+  c.command_events = CommandEvents::Awaited;
+  make_engine(c);
+  constexpr int kBuffers = 40, kFills = 1000;
+  std::vector<Buffer> bufs;
+  for (int i = 0; i < kBuffers; ++i) bufs.push_back(eng().allocate(0, 64).value());
+  ASSERT_TRUE(eng().finish().ok());
+  const std::uint64_t fences0 = eng().stats().fences, submitted0 = eng().stats().submitted;
+  for (std::uint32_t i = 0; i < kFills; ++i) {
+    const std::uint32_t v = i;
+    ASSERT_TRUE(eng().fill(bufs[i % kBuffers], std::as_bytes(std::span(&v, 1)), 0, 64).ok());
+  }
+  EXPECT_GE(eng().stats().submitted - submitted0, static_cast<std::uint64_t>(kFills - 10)) << "full windows went out";
+  constexpr int kFenceRun = 128;  // Submitter::kFenceRun
+  EXPECT_LE(eng().stats().fences - fences0, static_cast<std::uint64_t>(kFills / kFenceRun + 4))
+      << "a fence per queue per window";
+  ASSERT_TRUE(eng().finish().ok());
+  for (int i = 0; i < kBuffers; ++i) {
+    const std::uint32_t last = static_cast<std::uint32_t>(kFills - kBuffers + i);
+    EXPECT_EQ(download<std::uint32_t>(bufs[static_cast<std::size_t>(i)], 16), std::vector<std::uint32_t>(16, last))
+        << "buffer " << i;
+  }
+  EXPECT_EQ(eng().stats().in_flight, 0u);
+}
+
 // A read is a sync point again once the burst is over: after a pause, or in
 // the next loop iteration, it is on the device at once.
 TEST_F(Core, AReadAfterAPauseOrALoopTurnGoesOutAtOnce) {
