@@ -4,7 +4,7 @@
     report.py merge --out bench-results/pocl.json --main uvcl.json
                     [--pyopencl py.json] [--cross cross.json] [--cross-pyopencl pyx.json]
                     [--variant NAME=file.json ...]
-    report.py doc --pocl bench-results/pocl.json [--h200 bench-results/h200.json]
+    report.py doc --pocl bench-results/pocl.json [--h200 bench-results/h200.json] [--h100 bench-results/h100.json]
                   [--notes bench/notes.md] [--img docs/img] --out docs/BENCHMARKS.md
 
 Every number in the document comes from the JSON files; the analysis text
@@ -401,6 +401,8 @@ def cmd_doc(a):
     runs = [("PoCL (this machine)", load(a.pocl))]
     if a.h200 and os.path.exists(a.h200):
         runs.append(("NVIDIA H200", load(a.h200)))
+    if a.h100 and os.path.exists(a.h100):  # a later build, when only an H100 was lent
+        runs.append(("NVIDIA H100", load(a.h100)))
     notes = notes_sections(a.notes)
     o = []
     o.append("# uvcl benchmarks\n")
@@ -542,6 +544,7 @@ def main():
     d = sub.add_parser("doc")
     d.add_argument("--pocl", required=True)
     d.add_argument("--h200")
+    d.add_argument("--h100")
     d.add_argument("--notes", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "notes.md"))
     d.add_argument("--img", default="docs/img")
     d.add_argument("--out", required=True)
