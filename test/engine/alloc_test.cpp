@@ -38,19 +38,36 @@ namespace uvcl::testing::alloc {
 
 constexpr int kZero = 0;
 
+// An engine and a launch of kTwiceKernel over one buffer: what each test
+// here issues over and over. No engine if a step failed (reported).
+struct TwiceLaunch {
+  std::unique_ptr<Engine> engine;
+  Launch launch;
+};
+TwiceLaunch twice_launch(const Config& c) {
+  TwiceLaunch t;
+  auto made = Engine::create(c);
+  EXPECT_TRUE(made.ok()) << made.error().to_string();
+  if (!made.ok()) return t;
+  auto p = made.value()->compile_sync(0, kTwiceKernel);
+  EXPECT_TRUE(p.ok());
+  if (!p.ok()) return t;
+  auto k = made.value()->kernel(*p, "twice");
+  auto b = made.value()->allocate(0, 64 * 4);
+  EXPECT_TRUE(k.ok() && b.ok());
+  if (!k.ok() || !b.ok()) return t;
+  t.launch = Launch{*k, {KernelArg::of(*b), KernelArg::value<std::uint32_t>(64)}, {64}};
+  t.engine = std::move(made.value());
+  return t;
+}
+
 double allocations_per_launch(CommandEvents events) {
   Config c = test_config();
   c.command_events = events;
-  auto made = Engine::create(c);
-  EXPECT_TRUE(made.ok()) << made.error().to_string();
-  if (!made.ok()) return -1;
-  Engine& e = *made.value();
-  auto p = e.compile_sync(0, kTwiceKernel);
-  EXPECT_TRUE(p.ok());
-  auto k = e.kernel(*p, "twice");
-  auto b = e.allocate(0, 64 * 4);
-  EXPECT_TRUE(k.ok() && b.ok());
-  const Launch l{*k, {KernelArg::of(*b), KernelArg::value<std::uint32_t>(64)}, {64}};
+  TwiceLaunch t = twice_launch(c);
+  if (!t.engine) return -1;
+  Engine& e = *t.engine;
+  const Launch& l = t.launch;
   auto chain = [&](int n) {
     for (int i = 0; i < n; ++i) EXPECT_TRUE(e.launch(l).ok());
     EXPECT_TRUE(e.finish().ok());
@@ -85,15 +102,10 @@ TEST(Allocations, ALaunchAllocatesNothingInSteadyState) {
 // there. Freed and taken again per burst, its blocks are
 // large enough that the allocator's free consolidates its heap.
 TEST(Allocations, BurstsOfLaunchesAllocateNoLargeBlockOnceWarm) {
-  auto made = Engine::create(test_config());
-  ASSERT_TRUE(made.ok()) << made.error().to_string();
-  Engine& e = *made.value();
-  auto p = e.compile_sync(0, kTwiceKernel);
-  ASSERT_TRUE(p.ok());
-  auto k = e.kernel(*p, "twice");
-  auto b = e.allocate(0, 64 * 4);
-  ASSERT_TRUE(k.ok() && b.ok());
-  const Launch l{*k, {KernelArg::of(*b), KernelArg::value<std::uint32_t>(64)}, {64}};
+  TwiceLaunch t = twice_launch(test_config());
+  ASSERT_TRUE(t.engine);
+  Engine& e = *t.engine;
+  const Launch& l = t.launch;
   constexpr int kBurst = 2000, kBursts = 5;
   auto burst = [&] {
     for (int i = 0; i < kBurst; ++i) EXPECT_TRUE(e.launch(l).ok());
@@ -121,15 +133,10 @@ void count_done(int status, const char*, void* user_data) {
 }
 
 TEST(Allocations, ALaunchWithAFunctionCallbackAllocatesNothingInSteadyState) {
-  auto made = Engine::create(test_config());
-  ASSERT_TRUE(made.ok()) << made.error().to_string();
-  Engine& e = *made.value();
-  auto p = e.compile_sync(0, kTwiceKernel);
-  ASSERT_TRUE(p.ok());
-  auto k = e.kernel(*p, "twice");
-  auto b = e.allocate(0, 64 * 4);
-  ASSERT_TRUE(k.ok() && b.ok());
-  const Launch l{*k, {KernelArg::of(*b), KernelArg::value<std::uint32_t>(64)}, {64}};
+  TwiceLaunch t = twice_launch(test_config());
+  ASSERT_TRUE(t.engine);
+  Engine& e = *t.engine;
+  const Launch& l = t.launch;
   std::pair<long, long> counts{0, 0};
   for (int i = 0; i < 3000; ++i) ASSERT_TRUE(e.launch(l, count_done, &counts).ok());
   ASSERT_TRUE(e.finish().ok());

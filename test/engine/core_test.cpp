@@ -611,6 +611,30 @@ TEST(CoreLoop, BlockingCallsReturnWhileTheCallersLoopHasWorkOfItsOwn) {
   }
 }
 
+// A caller's frame work for the two tests below: copies within one buffer
+// of an engine on the caller's loop, counted when done.
+struct CopyingFrame {
+  std::unique_ptr<Engine> engine;
+  Buffer buffer;
+  int copies = 0;
+  // The engine on `loop`, its buffer allocated and settled.
+  void start(uv_loop_t* loop, const Config& c) {
+    auto made = Engine::create(c, loop);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    engine = std::move(made.value());
+    auto b = engine->allocate(0, 64);
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(engine->finish().ok());
+    buffer = *b;
+  }
+  void copy() {
+    EXPECT_TRUE(engine->copy(buffer, 0, buffer, 32, 32, [this](Result<void> r) {
+      EXPECT_TRUE(r.ok());
+      ++copies;
+    }).ok());
+  }
+};
+
 // A prepare handle of the caller's, started before the engine's, runs after
 // it in each iteration (libuv runs the last started first). Work it issues
 // comes after the engine's prepare step, which submits windows: the loop
@@ -620,11 +644,8 @@ TEST(CoreLoop, BlockingCallsReturnWhileTheCallersLoopHasWorkOfItsOwn) {
 TEST(CoreLoop, WorkIssuedAfterTheEnginesPrepareStepDoesNotWaitForTheLoopToBlock) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
-  struct Frame {
-    Engine* engine = nullptr;
-    Buffer buffer;
-    int copies = 0;
-    int ran = 0;
+  struct Frame : CopyingFrame {
+    bool armed = false;
     std::uint64_t timeout_after_issue = 1;  // uv_backend_timeout right after issuing, in ms
   } frame;
   uv_prepare_t users;
@@ -632,28 +653,19 @@ TEST(CoreLoop, WorkIssuedAfterTheEnginesPrepareStepDoesNotWaitForTheLoopToBlock)
   users.data = &frame;
   uv_prepare_start(&users, [](uv_prepare_t* p) {
     auto& f = *static_cast<Frame*>(p->data);
-    if (f.engine == nullptr || f.ran++ > 0) return;
-    EXPECT_TRUE(f.engine->copy(f.buffer, 0, f.buffer, 32, 32, [&f](Result<void> r) {
-      EXPECT_TRUE(r.ok());
-      ++f.copies;
-    }).ok());
+    if (!f.armed) return;
+    f.copy();
     f.timeout_after_issue = static_cast<std::uint64_t>(uv_backend_timeout(p->loop));
     uv_prepare_stop(p);
   });
+  ASSERT_NO_FATAL_FAILURE(frame.start(&loop, test_config()));
   {
-    auto made = Engine::create(test_config(), &loop);
-    ASSERT_TRUE(made.ok()) << made.error().to_string();
-    Engine& e = *made.value();
-    auto b = e.allocate(0, 64);
-    ASSERT_TRUE(b.ok());
-    ASSERT_TRUE(e.finish().ok());
-    frame.engine = &e;
-    frame.buffer = *b;
     Watchdog wd("a copy issued after the engine's prepare step", 30);
+    frame.armed = true;
     while (frame.copies == 0) uv_run(&loop, UV_RUN_ONCE);
-    EXPECT_EQ(frame.timeout_after_issue, 0u) << "the loop would have blocked with the copy in its window";
-    made.value().reset();
   }
+  EXPECT_EQ(frame.timeout_after_issue, 0u) << "the loop would have blocked with the copy in its window";
+  frame.engine.reset();
   uv_close(reinterpret_cast<uv_handle_t*>(&users), nullptr);
   uv_run(&loop, UV_RUN_DEFAULT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
@@ -679,55 +691,39 @@ int active_idles(uv_loop_t* loop) {
 TEST(CoreLoop, WorkIssuedBeforeTheEnginesPrepareStepLetsTheLoopSleep) {
   uv_loop_t loop;
   ASSERT_EQ(uv_loop_init(&loop), 0);
-  struct Frame {
-    Engine* engine = nullptr;
-    Buffer buffer;
+  struct Frame : CopyingFrame {
     int frames_left = 0;
-    int copies = 0;
     int kept_awake = 0;  // frames whose copy left an idle handle active
-    void copy() {
-      EXPECT_TRUE(engine->copy(buffer, 0, buffer, 32, 32, [this](Result<void> r) {
-        EXPECT_TRUE(r.ok());
-        ++copies;
-      }).ok());
-    }
   } frame;
+  Config c = test_config();
+  c.spin_us = 0;  // no idle handle of the engine's own while it waits
+  ASSERT_NO_FATAL_FAILURE(frame.start(&loop, c));
+  uv_async_t poke;
+  uv_async_init(&loop, &poke, [](uv_async_t* a) {
+    auto& f = *static_cast<Frame*>(a->data);
+    f.copy();  // from the loop's poll phase
+    f.frames_left = 20;
+  });
+  poke.data = &frame;
+  uv_prepare_t users;  // started after the engine's: runs before it
+  uv_prepare_init(&loop, &users);
+  users.data = &frame;
+  uv_prepare_start(&users, [](uv_prepare_t* p) {
+    auto& f = *static_cast<Frame*>(p->data);
+    if (f.frames_left == 0) return;
+    --f.frames_left;
+    f.copy();
+    f.kept_awake += active_idles(p->loop) > 0 ? 1 : 0;
+  });
   {
-    Config c = test_config();
-    c.spin_us = 0;  // no idle handle of the engine's own while it waits
-    auto made = Engine::create(c, &loop);
-    ASSERT_TRUE(made.ok()) << made.error().to_string();
-    Engine& e = *made.value();
-    auto b = e.allocate(0, 64);
-    ASSERT_TRUE(b.ok());
-    ASSERT_TRUE(e.finish().ok());
-    frame.engine = &e;
-    frame.buffer = *b;
-    uv_async_t poke;
-    uv_async_init(&loop, &poke, [](uv_async_t* a) {
-      auto& f = *static_cast<Frame*>(a->data);
-      f.copy();  // from the loop's poll phase
-      f.frames_left = 20;
-    });
-    poke.data = &frame;
-    uv_prepare_t users;  // started after the engine's: runs before it
-    uv_prepare_init(&loop, &users);
-    users.data = &frame;
-    uv_prepare_start(&users, [](uv_prepare_t* p) {
-      auto& f = *static_cast<Frame*>(p->data);
-      if (f.frames_left == 0) return;
-      --f.frames_left;
-      f.copy();
-      f.kept_awake += active_idles(p->loop) > 0 ? 1 : 0;
-    });
     Watchdog wd("copies issued from a caller's prepare handle", 30);
     uv_async_send(&poke);
     while (frame.copies < 21) uv_run(&loop, UV_RUN_ONCE);
-    EXPECT_EQ(frame.kept_awake, 0) << "of 20 frames";
-    uv_close(reinterpret_cast<uv_handle_t*>(&users), nullptr);
-    uv_close(reinterpret_cast<uv_handle_t*>(&poke), nullptr);
-    made.value().reset();
   }
+  EXPECT_EQ(frame.kept_awake, 0) << "of 20 frames";
+  frame.engine.reset();
+  uv_close(reinterpret_cast<uv_handle_t*>(&users), nullptr);
+  uv_close(reinterpret_cast<uv_handle_t*>(&poke), nullptr);
   uv_run(&loop, UV_RUN_DEFAULT);
   EXPECT_EQ(uv_loop_close(&loop), 0);
 }
