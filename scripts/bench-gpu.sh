@@ -9,7 +9,9 @@
 #   scripts/bench-gpu.sh OUT DEVICE [TIMING_LIB] [-- uvcl_bench command...]
 #
 # Writes OUT/h200.json, OUT/h200-cl-timing.json, OUT/h200-f5-burst0.json,
-# OUT/h200-f56-again-{1,2}.json and a log of each. The command defaults to build-bench/bench/uvcl_bench; give
+# OUT/h200-f56-again-{1,2}.json and one log of them all, OUT/bench-gpu.log
+# (six files: a machine that returns few files per call gets them all).
+# The command defaults to build-bench/bench/uvcl_bench; give
 # the one that runs it there (a wrapper that sets the library path).
 # Copy OUT/h200.json to bench-results/ and run scripts/bench.sh --doc-only.
 set -uo pipefail
@@ -26,6 +28,7 @@ if [ $# -gt 0 ] && [ "$1" != "--" ]; then timing=$1; shift; fi
 cmd=("$@")
 [ ${#cmd[@]} -eq 0 ] && cmd=(build-bench/bench/uvcl_bench)
 mkdir -p "$out"
+: >"$out/bench-gpu.log"
 jobs=()
 for j in bench/jobs/tinygrad-mlp.json bench/jobs/tinygrad-convnet.json bench/jobs/tinygrad-transformer.json; do
   jobs+=(--job "$PWD/$j")
@@ -35,7 +38,8 @@ run() {  # name, then uvcl_bench arguments
   local name=$1
   shift
   local t0=$SECONDS rc=0
-  "${cmd[@]}" --device "$device" "$@" --json "$out/$name.json" >"$out/$name.log" 2>&1 || rc=$?
+  echo "== $name: ${cmd[*]} --device $device $* --json $out/$name.json" >>"$out/bench-gpu.log"
+  "${cmd[@]}" --device "$device" "$@" --json "$out/$name.json" >>"$out/bench-gpu.log" 2>&1 || rc=$?
   [ $rc -eq 0 ] || status=1
   echo "$name: $((SECONDS - t0)) s, exit $rc"
 }
