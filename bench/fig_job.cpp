@@ -61,7 +61,27 @@ struct Timed {
   double submit_us_per_launch = 0;
   std::vector<Bytes> warm_up_outputs, outputs;
   Json per_pass = Json::object();  // uvcl: the engine's counters per timed pass
+  // With the timing library: host time per driver call per launch, while
+  // submitting and in the wait for the device after it.
+  Json driver_submit = Json::object(), driver_wait = Json::object();
 };
+
+// Starts the timed passes: drops the driver time counted so far.
+std::uint64_t start_timed(const Ctx& c) {
+  (void)driver_time(c, 1);
+  return now_ns();
+}
+
+void end_submission(const Ctx& c, const job::Job& j, unsigned passes, std::uint64_t t0, Timed& t) {
+  const double launches = static_cast<double>(passes * launches_per_pass(j));
+  t.submit_us_per_launch = us_since(t0) / launches;
+  t.driver_submit = driver_time(c, launches);
+}
+
+void end_wait(const Ctx& c, const job::Job& j, unsigned passes, std::uint64_t t0, Timed& t) {
+  t.pass_ms = us_since(t0) / 1e3 / passes;
+  t.driver_wait = driver_time(c, static_cast<double>(passes * launches_per_pass(j)));
+}
 
 // uvcl: the prepared launches, in job order, each `repeat` times.
 Timed run_uvcl(const Ctx& c, const job::Job& j, const std::string& base_dir, unsigned queues, unsigned passes,
@@ -85,11 +105,11 @@ Timed run_uvcl(const Ctx& c, const job::Job& j, const std::string& base_dir, uns
   pass();
   t.warm_up_outputs = outputs();
   const uvcl::EngineStats s0 = e.stats();
-  const std::uint64_t t0 = now_ns();
+  const std::uint64_t t0 = start_timed(c);
   for (unsigned p = 0; p < passes; ++p) pass();
-  t.submit_us_per_launch = us_since(t0) / static_cast<double>(passes * launches_per_pass(j));
+  end_submission(c, j, passes, t0, t);
   must(e.finish(), "finish");
-  t.pass_ms = us_since(t0) / 1e3 / passes;
+  end_wait(c, j, passes, t0, t);
   const uvcl::EngineStats s1 = e.stats();
   auto per = [&](std::uint64_t a, std::uint64_t b) { return static_cast<double>(b - a) / passes; };
   t.per_pass["cross_queue_waits"] = per(s0.cross_queue_waits, s1.cross_queue_waits);
@@ -218,11 +238,11 @@ Timed run_bare(const Ctx& c, const job::Job& j, const std::string& base_dir, con
   pass();
   settle();
   t.warm_up_outputs = outputs();
-  const std::uint64_t t0 = now_ns();
+  const std::uint64_t t0 = start_timed(c);
   for (unsigned p = 0; p < passes; ++p) pass();
-  t.submit_us_per_launch = us_since(t0) / static_cast<double>(passes * launches_per_pass(j));
+  end_submission(c, j, passes, t0, t);
   settle();  // the events of every pass live until here, as a hand-written loop would keep them
-  t.pass_ms = us_since(t0) / 1e3 / passes;
+  end_wait(c, j, passes, t0, t);
   t.outputs = outputs();
   return t;
 }
@@ -279,6 +299,15 @@ Json fig11(Ctx& c) {
     submit["bare"] = bare.submit_us_per_launch;
     submit["bare_rr"] = rr.submit_us_per_launch;
     info["submit_us_per_launch"] = std::move(submit);
+    if (c.cl_timing) {
+      Json driver = Json::object();
+      for (const auto& [way, t] : {std::pair<const char*, const Timed*>{"uvcl", &u}, {"uvcl1", &u1},
+                                   {"bare", &bare}, {"bare_rr", &rr}}) {
+        driver[way]["submit"] = t->driver_submit;
+        driver[way]["wait"] = t->driver_wait;
+      }
+      info["driver_per_launch"] = std::move(driver);
+    }
     jobs.push(std::move(info));
   }
   fig["jobs"] = std::move(jobs);

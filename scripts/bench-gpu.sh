@@ -44,7 +44,7 @@ run() {  # name, then uvcl_bench arguments
   echo "$name: $((SECONDS - t0)) s, exit $rc"
 }
 run h200 --growth-launches 2000000 "${jobs[@]}"
-[ -n "$timing" ] && run h200-cl-timing --figure 1,2,5,5x,6,10 --cl-library "$timing"
+[ -n "$timing" ] && run h200-cl-timing --figure 1,2,5,5x,6,10,11 "${jobs[@]}" --cl-library "$timing"
 run h200-f5-burst0 --figure 5 --engine-read-burst-us 0
 run h200-f56-again-1 --figure 5,6
 run h200-f56-again-2 --figure 5,6
