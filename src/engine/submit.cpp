@@ -160,9 +160,16 @@ void Submitter::submit_read(std::uint32_t device) {
   DeviceCtx& d = *e.devices[device];
   const std::uint64_t burst_ns = std::uint64_t{d.read_burst_us} * 1000;
   if (burst_ns == 0) return submit_window(device);
-  if (uv_hrtime() >= d.read_burst_until_ns) submit_window(device);
-  else d.reads_in_window = !d.window.empty();  // a full window went out in commit()
-  d.read_burst_until_ns = uv_hrtime() + burst_ns;  // from the end of this call: the caller's time between reads decides
+  // The burst is timed from the end of this call: the caller's time
+  // between reads decides.
+  std::uint64_t now = uv_hrtime();
+  if (now >= d.read_burst_until_ns) {
+    submit_window(device);
+    now = uv_hrtime();
+  } else {
+    d.reads_in_window = !d.window.empty();  // a full window went out in commit()
+  }
+  d.read_burst_until_ns = now + burst_ns;
 }
 
 void Submitter::flush_dirty_queues(DeviceCtx& d, Fences fences) {
