@@ -1,7 +1,8 @@
 // fig_job.cpp — figure 11: real workloads.
 //
-// A job file's launch list (repeats expanded) is replayed `passes` times, after
-// one warm-up pass, four ways: uvcl with its default queues, uvcl with one
+// A job file's launch list (repeats expanded) is replayed, after one warm-up
+// pass, in rounds of `passes` passes, four ways taking turns round by round
+// (the host's speed drifts; a way's pass time is its median round): uvcl with its default queues, uvcl with one
 // queue, the bare API on one in-order queue without events (what a framework's
 // own OpenCL loop does), and the bare API on as many queues as uvcl's default,
 // launch i on queue i % n, with an event per launch and the waits its buffer
@@ -53,73 +54,91 @@ std::uint64_t launches_per_pass(const job::Job& j) {
   return n;
 }
 
-struct Timed {
+// One way's timed round.
+struct Round {
   double pass_ms = 0;
-  // Host time of the timed passes' calls (e.launch; clSetKernelArg and
+  // Host time of the round's calls (e.launch; clSetKernelArg and
   // clEnqueueNDRangeKernel), before the wait for the device: what a launch
   // costs the submitting thread.
   double submit_us_per_launch = 0;
-  std::vector<Bytes> warm_up_outputs, outputs;
-  Json per_pass = Json::object();  // uvcl: the engine's counters per timed pass
   // With the timing library: host time per driver call per launch, while
   // submitting and in the wait for the device after it.
   Json driver_submit = Json::object(), driver_wait = Json::object();
 };
 
-// Starts the timed passes: drops the driver time counted so far.
-std::uint64_t start_timed(const Ctx& c) {
-  (void)driver_time(c, 1);
-  return now_ns();
-}
-
-void end_submission(const Ctx& c, const job::Job& j, unsigned passes, std::uint64_t t0, Timed& t) {
+// Times one round: `submit` issues the passes, `wait` waits for the device.
+template <class Submit, class Wait>
+Round timed_round(const Ctx& c, const job::Job& j, unsigned passes, Submit&& submit, Wait&& wait) {
   const double launches = static_cast<double>(passes * launches_per_pass(j));
-  t.submit_us_per_launch = us_since(t0) / launches;
-  t.driver_submit = driver_time(c, launches);
-}
-
-void end_wait(const Ctx& c, const job::Job& j, unsigned passes, std::uint64_t t0, Timed& t) {
-  t.pass_ms = us_since(t0) / 1e3 / passes;
-  t.driver_wait = driver_time(c, static_cast<double>(passes * launches_per_pass(j)));
+  Round r;
+  (void)driver_time(c, 1);  // drops what was counted before the round
+  const std::uint64_t t0 = now_ns();
+  submit();
+  r.submit_us_per_launch = us_since(t0) / launches;
+  r.driver_submit = driver_time(c, launches);
+  wait();
+  r.pass_ms = us_since(t0) / 1e3 / passes;
+  r.driver_wait = driver_time(c, launches);
+  return r;
 }
 
 // uvcl: the prepared launches, in job order, each `repeat` times.
-Timed run_uvcl(const Ctx& c, const job::Job& j, const std::string& base_dir, unsigned queues, unsigned passes,
-               std::vector<Bytes>* initial) {
-  auto eng = make_engine(c, queues);
-  Engine& e = *eng;
-  auto prepared = prepare(e, j, base_dir);
-  if (initial)
-    for (uvcl::Buffer b : prepared->buffers()) initial->push_back(read_all(e, b));
-  const auto& launches = prepared->launches();
-  auto pass = [&] {
-    for (std::size_t i = 0; i < launches.size(); ++i)
-      for (std::uint64_t r = 0; r < j.launches[i].repeat; ++r) must(e.launch(launches[i]), "launch");
-  };
-  auto outputs = [&] {
+class UvclWay {
+ public:
+  UvclWay(const Ctx& c, const job::Job& j, const std::string& base_dir, unsigned queues)
+      : c_(c), j_(j), engine_(make_engine(c, queues)), prepared_(prepare(*engine_, j, base_dir)) {}
+
+  std::vector<Bytes> buffers() {
     std::vector<Bytes> out;
-    for (std::size_t o : j.outputs) out.push_back(read_all(e, prepared->buffers()[o]));
+    for (uvcl::Buffer b : prepared_->buffers()) out.push_back(read_all(*engine_, b));
     return out;
-  };
-  Timed t;
-  pass();
-  t.warm_up_outputs = outputs();
-  const uvcl::EngineStats s0 = e.stats();
-  const std::uint64_t t0 = start_timed(c);
-  for (unsigned p = 0; p < passes; ++p) pass();
-  end_submission(c, j, passes, t0, t);
-  must(e.finish(), "finish");
-  end_wait(c, j, passes, t0, t);
-  const uvcl::EngineStats s1 = e.stats();
-  auto per = [&](std::uint64_t a, std::uint64_t b) { return static_cast<double>(b - a) / passes; };
-  t.per_pass["cross_queue_waits"] = per(s0.cross_queue_waits, s1.cross_queue_waits);
-  t.per_pass["fences"] = per(s0.fences, s1.fences);
-  t.per_pass["events"] = per(s0.events, s1.events);
-  t.per_pass["status_queries"] = per(s0.status_queries, s1.status_queries);
-  t.per_pass["flushes"] = per(s0.flushes, s1.flushes);
-  t.outputs = outputs();
-  return t;
-}
+  }
+  std::vector<Bytes> outputs() {
+    std::vector<Bytes> out;
+    for (std::size_t o : j_.outputs) out.push_back(read_all(*engine_, prepared_->buffers()[o]));
+    return out;
+  }
+  void warm_up() {
+    pass();
+    must(engine_->finish(), "finish");
+    stats0_ = engine_->stats();
+  }
+  Round round(unsigned passes) {
+    passes_ += passes;
+    return timed_round(
+        c_, j_, passes,
+        [&] {
+          for (unsigned p = 0; p < passes; ++p) pass();
+        },
+        [&] { must(engine_->finish(), "finish"); });
+  }
+  // The engine's counters per timed pass, over all rounds.
+  Json per_pass() const {
+    const uvcl::EngineStats s1 = engine_->stats();
+    auto per = [&](std::uint64_t a, std::uint64_t b) { return static_cast<double>(b - a) / passes_; };
+    Json out = Json::object();
+    out["cross_queue_waits"] = per(stats0_.cross_queue_waits, s1.cross_queue_waits);
+    out["fences"] = per(stats0_.fences, s1.fences);
+    out["events"] = per(stats0_.events, s1.events);
+    out["status_queries"] = per(stats0_.status_queries, s1.status_queries);
+    out["flushes"] = per(stats0_.flushes, s1.flushes);
+    return out;
+  }
+
+ private:
+  void pass() {
+    const auto& launches = prepared_->launches();
+    for (std::size_t i = 0; i < launches.size(); ++i)
+      for (std::uint64_t r = 0; r < j_.launches[i].repeat; ++r) must(engine_->launch(launches[i]), "launch");
+  }
+
+  const Ctx& c_;
+  const job::Job& j_;
+  std::unique_ptr<Engine> engine_;
+  std::shared_ptr<job::PreparedJob> prepared_;
+  uvcl::EngineStats stats0_{};
+  double passes_ = 0;
+};
 
 std::string kernel_source(const job::Kernel& k, const std::string& base_dir) {
   if (k.file.empty()) return k.source;
@@ -131,31 +150,59 @@ std::string kernel_source(const job::Kernel& k, const std::string& base_dir) {
 }
 
 // The bare API. `queues` == 1: no events; more: round-robin with waits.
-Timed run_bare(const Ctx& c, const job::Job& j, const std::string& base_dir, const std::vector<Bytes>& initial,
-               unsigned queues, unsigned passes) {
-  Bare b(*c.api, c.dev(), queues);
-  std::vector<cl_kernel> kernels;
-  for (const job::Kernel& k : j.kernels) {
-    cl_program p = b.build(kernel_source(k, base_dir), true, k.options);
-    kernels.push_back(b.kernel(p, (k.entry.empty() ? k.name : k.entry).c_str()));
-  }
-  std::vector<cl_mem> mems;
-  for (const Bytes& init : initial) {
-    mems.push_back(b.buffer(init.size()));
-    ck(b.api.clEnqueueWriteBuffer(b.q(), mems.back(), CL_TRUE, 0, init.size(), init.data(), 0, nullptr, nullptr),
-       "clEnqueueWriteBuffer");
-  }
-  // Which buffer arguments a launch writes: every pointer not to const.
-  std::vector<std::vector<bool>> writes(j.launches.size());
-  for (std::size_t i = 0; i < j.launches.size(); ++i)
-    for (std::size_t a = 0; a < j.launches[i].args.size(); ++a) {
-      cl_kernel_arg_type_qualifier q = 0;
-      ck(b.api.clGetKernelArgInfo(kernels[j.launches[i].kernel], static_cast<cl_uint>(a),
-                                  CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof q, &q, nullptr),
-         "clGetKernelArgInfo");
-      writes[i].push_back((q & CL_KERNEL_ARG_TYPE_CONST) == 0);
+class BareWay {
+ public:
+  BareWay(const Ctx& c, const job::Job& j, const std::string& base_dir, const std::vector<Bytes>& initial,
+          unsigned queues)
+      : c_(c), j_(j), b_(*c.api, c.dev(), queues), queues_(queues), sizes_(initial.size()) {
+    for (const job::Kernel& k : j.kernels) {
+      cl_program p = b_.build(kernel_source(k, base_dir), true, k.options);
+      kernels_.push_back(b_.kernel(p, (k.entry.empty() ? k.name : k.entry).c_str()));
     }
+    for (std::size_t i = 0; i < initial.size(); ++i) {
+      sizes_[i] = initial[i].size();
+      mems_.push_back(b_.buffer(sizes_[i]));
+      ck(b_.api.clEnqueueWriteBuffer(b_.q(), mems_.back(), CL_TRUE, 0, sizes_[i], initial[i].data(), 0, nullptr,
+                                     nullptr),
+         "clEnqueueWriteBuffer");
+    }
+    // Which buffer arguments a launch writes: every pointer not to const.
+    writes_.resize(j.launches.size());
+    for (std::size_t i = 0; i < j.launches.size(); ++i)
+      for (std::size_t a = 0; a < j.launches[i].args.size(); ++a) {
+        cl_kernel_arg_type_qualifier q = 0;
+        ck(b_.api.clGetKernelArgInfo(kernels_[j.launches[i].kernel], static_cast<cl_uint>(a),
+                                     CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof q, &q, nullptr),
+           "clGetKernelArgInfo");
+        writes_[i].push_back((q & CL_KERNEL_ARG_TYPE_CONST) == 0);
+      }
+    hazards_.resize(mems_.size());
+  }
 
+  std::vector<Bytes> outputs() {
+    std::vector<Bytes> out;
+    for (std::size_t o : j_.outputs) {
+      Bytes bytes(sizes_[o]);
+      ck(b_.api.clEnqueueReadBuffer(b_.q(), mems_[o], CL_TRUE, 0, bytes.size(), bytes.data(), 0, nullptr, nullptr),
+         "clEnqueueReadBuffer");
+      out.push_back(std::move(bytes));
+    }
+    return out;
+  }
+  void warm_up() {
+    pass();
+    settle();
+  }
+  Round round(unsigned passes) {
+    return timed_round(
+        c_, j_, passes,
+        [&] {
+          for (unsigned p = 0; p < passes; ++p) pass();
+        },
+        [&] { settle(); });  // the events of every pass live until here, as a hand-written loop would keep them
+  }
+
+ private:
   // Hazards for the round-robin way: per buffer its last writer and the
   // readers since, as (event, queue).
   struct Use {
@@ -166,14 +213,21 @@ Timed run_bare(const Ctx& c, const job::Job& j, const std::string& base_dir, con
     std::optional<Use> writer;
     std::vector<Use> readers;
   };
-  std::vector<Hazard> hazards(mems.size());
-  std::vector<cl_event> live;  // released once the replay has finished
-  std::size_t next_queue = 0;
-  auto launch = [&](std::size_t i) {
-    const job::Launch& l = j.launches[i];
-    cl_kernel k = kernels[l.kernel];
+
+  void pass() {
+    for (std::size_t i = 0; i < j_.launches.size(); ++i) launch(i);
+  }
+  void settle() {
+    b_.finish();
+    for (Hazard& h : hazards_) h = Hazard{};
+    for (cl_event ev : live_) b_.api.clReleaseEvent(ev);
+    live_.clear();
+  }
+  void launch(std::size_t i) {
+    const job::Launch& l = j_.launches[i];
+    cl_kernel k = kernels_[l.kernel];
     std::vector<cl_event> waits;
-    const std::size_t q = queues == 1 ? 0 : next_queue++ % queues;
+    const std::size_t q = queues_ == 1 ? 0 : next_queue_++ % queues_;
     auto wait = [&](const Use& u) {
       if (u.queue != q) waits.push_back(u.ev);
     };
@@ -181,71 +235,64 @@ Timed run_bare(const Ctx& c, const job::Job& j, const std::string& base_dir, con
       const job::Arg& arg = l.args[a];
       const auto ai = static_cast<cl_uint>(a);
       if (arg.kind == job::Arg::Kind::Buffer) {
-        b.arg(k, ai, mems[arg.buffer]);
-        if (queues == 1) continue;
-        Hazard& h = hazards[arg.buffer];
+        b_.arg(k, ai, mems_[arg.buffer]);
+        if (queues_ == 1) continue;
+        Hazard& h = hazards_[arg.buffer];
         if (h.writer) wait(*h.writer);
-        if (writes[i][a])
+        if (writes_[i][a])
           for (const Use& r : h.readers) wait(r);
       } else if (arg.kind == job::Arg::Kind::Scalar) {
-        ck(b.api.clSetKernelArg(k, ai, arg.scalar.size(), arg.scalar.bytes.data()), "clSetKernelArg");
+        ck(b_.api.clSetKernelArg(k, ai, arg.scalar.size(), arg.scalar.bytes.data()), "clSetKernelArg");
       } else {
-        ck(b.api.clSetKernelArg(k, ai, arg.local_bytes, nullptr), "clSetKernelArg(local)");
+        ck(b_.api.clSetKernelArg(k, ai, arg.local_bytes, nullptr), "clSetKernelArg(local)");
       }
     }
     std::vector<std::size_t> global(l.global.begin(), l.global.end()), local(l.local.begin(), l.local.end());
     cl_event ev = nullptr;
     for (std::uint64_t r = 0; r < l.repeat; ++r) {
-      if (ev) b.api.clReleaseEvent(ev);  // an in-order queue: the last repeat's event stands for all
-      ck(b.api.clEnqueueNDRangeKernel(b.q(q), k, static_cast<cl_uint>(global.size()), nullptr, global.data(),
-                                      local.empty() ? nullptr : local.data(), static_cast<cl_uint>(waits.size()),
-                                      waits.empty() ? nullptr : waits.data(), queues == 1 ? nullptr : &ev),
+      if (ev) b_.api.clReleaseEvent(ev);  // an in-order queue: the last repeat's event stands for all
+      ck(b_.api.clEnqueueNDRangeKernel(b_.q(q), k, static_cast<cl_uint>(global.size()), nullptr, global.data(),
+                                       local.empty() ? nullptr : local.data(), static_cast<cl_uint>(waits.size()),
+                                       waits.empty() ? nullptr : waits.data(), queues_ == 1 ? nullptr : &ev),
          "clEnqueueNDRangeKernel");
     }
     if (!ev) return;
-    live.push_back(ev);
+    live_.push_back(ev);
     for (std::size_t a = 0; a < l.args.size(); ++a) {
       if (l.args[a].kind != job::Arg::Kind::Buffer) continue;
-      Hazard& h = hazards[l.args[a].buffer];
-      if (writes[i][a]) {
+      Hazard& h = hazards_[l.args[a].buffer];
+      if (writes_[i][a]) {
         h.writer = Use{ev, q};
         h.readers.clear();
       } else {
         h.readers.push_back(Use{ev, q});
       }
     }
-  };
-  auto pass = [&] {
-    for (std::size_t i = 0; i < j.launches.size(); ++i) launch(i);
-  };
-  auto settle = [&] {
-    b.finish();
-    for (Hazard& h : hazards) h = Hazard{};
-    for (cl_event ev : live) b.api.clReleaseEvent(ev);
-    live.clear();
-  };
-  auto outputs = [&] {
-    std::vector<Bytes> out;
-    for (std::size_t o : j.outputs) {
-      Bytes bytes(initial[o].size());
-      ck(b.api.clEnqueueReadBuffer(b.q(), mems[o], CL_TRUE, 0, bytes.size(), bytes.data(), 0, nullptr, nullptr),
-         "clEnqueueReadBuffer");
-      out.push_back(std::move(bytes));
-    }
-    return out;
-  };
-  Timed t;
-  pass();
-  settle();
-  t.warm_up_outputs = outputs();
-  const std::uint64_t t0 = start_timed(c);
-  for (unsigned p = 0; p < passes; ++p) pass();
-  end_submission(c, j, passes, t0, t);
-  settle();  // the events of every pass live until here, as a hand-written loop would keep them
-  end_wait(c, j, passes, t0, t);
-  t.outputs = outputs();
-  return t;
-}
+  }
+
+  const Ctx& c_;
+  const job::Job& j_;
+  Bare b_;
+  unsigned queues_;
+  std::vector<std::size_t> sizes_;
+  std::vector<cl_kernel> kernels_;
+  std::vector<cl_mem> mems_;
+  std::vector<std::vector<bool>> writes_;
+  std::vector<Hazard> hazards_;
+  std::vector<cl_event> live_;  // released once the round has finished
+  std::size_t next_queue_ = 0;
+};
+
+// A way's rounds: the median round's times, and the last round's driver tables.
+struct Rounds {
+  std::vector<Round> all;
+  double median(double Round::*field) const {
+    std::vector<double> v;
+    for (const Round& r : all) v.push_back(r.*field);
+    std::sort(v.begin(), v.end());
+    return v.empty() ? 0 : v[v.size() / 2];
+  }
+};
 
 }  // namespace
 
@@ -260,59 +307,72 @@ Json fig11(Ctx& c) {
     return fig;
   }
   constexpr unsigned kRoundRobinQueues = 8;
+  const unsigned rounds = c.pick(7u, 3u, 1u);
+  static constexpr const char* kWays[] = {"uvcl", "uvcl1", "bare", "bare_rr"};
   Json jobs = Json::array();
   for (const std::string& path : c.opt.jobs) {
     const job::Job j = must(job::load_job_file(path), "load_job_file " + path);
     const std::string base_dir = std::filesystem::path(path).parent_path().string();
     const std::string name = std::filesystem::path(path).stem().string();
     const std::uint64_t per_pass = launches_per_pass(j);
-    const std::uint64_t budget = c.pick<std::uint64_t>(20000, 2000, 50);
+    const std::uint64_t budget = c.pick<std::uint64_t>(4000, 2000, 50);
     const unsigned passes = c.opt.job_passes
                                 ? c.opt.job_passes
-                                : static_cast<unsigned>(std::clamp<std::uint64_t>(budget / std::max<std::uint64_t>(per_pass, 1), 2, 1000));
-    std::vector<Bytes> initial;
-    const Timed u = run_uvcl(c, j, base_dir, 0, passes, &initial);  // 0: the default queue count
-    const Timed u1 = run_uvcl(c, j, base_dir, 1, passes, nullptr);
-    const Timed bare = run_bare(c, j, base_dir, initial, 1, passes);
-    const Timed rr = run_bare(c, j, base_dir, initial, kRoundRobinQueues, passes);
-    for (const auto& [way, t] : {std::pair<const char*, const Timed*>{"uvcl (1 queue)", &u1},
-                                 {"bare (1 queue)", &bare}, {"bare (round-robin)", &rr}})
-      if (t->outputs != u.outputs) fail(name + ": " + way + " outputs differ from uvcl's after the same passes");
+                                : static_cast<unsigned>(std::clamp<std::uint64_t>(budget / std::max<std::uint64_t>(per_pass, 1), 2, 300));
+    UvclWay u(c, j, base_dir, 0);  // 0: the default queue count
+    const std::vector<Bytes> initial = u.buffers();
+    UvclWay u1(c, j, base_dir, 1);
+    BareWay bare(c, j, base_dir, initial, 1);
+    BareWay rr(c, j, base_dir, initial, kRoundRobinQueues);
+    u.warm_up();
+    const std::vector<Bytes> warm_up_outputs = u.outputs();
+    u1.warm_up();
+    bare.warm_up();
+    rr.warm_up();
+    std::array<Rounds, 4> got;
+    for (unsigned r = 0; r < rounds; ++r) {  // the ways take turns
+      got[0].all.push_back(u.round(passes));
+      got[1].all.push_back(u1.round(passes));
+      got[2].all.push_back(bare.round(passes));
+      got[3].all.push_back(rr.round(passes));
+    }
+    const std::vector<Bytes> outputs = u.outputs();
+    for (const auto& [way, other] : {std::pair<const char*, std::vector<Bytes>>{"uvcl (1 queue)", u1.outputs()},
+                                     {"bare (1 queue)", bare.outputs()}, {"bare (round-robin)", rr.outputs()}})
+      if (other != outputs) fail(name + ": " + way + " outputs differ from uvcl's after the same passes");
     Json& row = add_row(fig, "11." + name, name + ": one pass (" + std::to_string(per_pass) + " launches)", "ms",
                         false);
-    row["uvcl"] = u.pass_ms;
-    row["uvcl1"] = u1.pass_ms;
-    row["bare"] = bare.pass_ms;
-    row["bare_rr"] = rr.pass_ms;
     Json info = Json::object();
     info["job"] = name;
     info["launches_per_pass"] = per_pass;
     info["kernels"] = j.kernels.size();
     info["buffers"] = j.buffers.size();
     info["passes"] = static_cast<double>(passes);
-    info["idempotent"] = u.outputs == u.warm_up_outputs;
-    info["uvcl_per_pass"] = u.per_pass;
-    info["uvcl1_per_pass"] = u1.per_pass;
-    Json submit = Json::object();
-    submit["uvcl"] = u.submit_us_per_launch;
-    submit["uvcl1"] = u1.submit_us_per_launch;
-    submit["bare"] = bare.submit_us_per_launch;
-    submit["bare_rr"] = rr.submit_us_per_launch;
-    info["submit_us_per_launch"] = std::move(submit);
-    if (c.cl_timing) {
-      Json driver = Json::object();
-      for (const auto& [way, t] : {std::pair<const char*, const Timed*>{"uvcl", &u}, {"uvcl1", &u1},
-                                   {"bare", &bare}, {"bare_rr", &rr}}) {
-        driver[way]["submit"] = t->driver_submit;
-        driver[way]["wait"] = t->driver_wait;
+    info["rounds"] = rounds;
+    info["idempotent"] = outputs == warm_up_outputs;
+    info["uvcl_per_pass"] = u.per_pass();
+    info["uvcl1_per_pass"] = u1.per_pass();
+    Json submit = Json::object(), spread = Json::object(), driver = Json::object();
+    for (std::size_t w = 0; w < got.size(); ++w) {
+      row[kWays[w]] = got[w].median(&Round::pass_ms);
+      submit[kWays[w]] = got[w].median(&Round::submit_us_per_launch);
+      std::vector<double> ms;
+      for (const Round& r : got[w].all) ms.push_back(r.pass_ms);
+      spread[kWays[w]] = Json::array_of(ms);
+      if (c.cl_timing) {
+        driver[kWays[w]]["submit"] = got[w].all.back().driver_submit;
+        driver[kWays[w]]["wait"] = got[w].all.back().driver_wait;
       }
-      info["driver_per_launch"] = std::move(driver);
     }
+    info["submit_us_per_launch"] = std::move(submit);
+    info["round_pass_ms"] = std::move(spread);
+    if (c.cl_timing) info["driver_per_launch"] = std::move(driver);  // the last round's
     jobs.push(std::move(info));
   }
   fig["jobs"] = std::move(jobs);
   fig["params"]["queues"] = default_queues(c);
   fig["params"]["round_robin_queues"] = kRoundRobinQueues;
+  fig["params"]["rounds"] = rounds;
   return fig;
 }
 

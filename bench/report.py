@@ -88,7 +88,8 @@ DESCRIPTIONS = {
           "as uvcl jobs (bench/jobs/README.md says how), replayed back to back many times after a warm-up pass. "
           "uvcl with its default queues (16 on a GPU, 8 on a CPU device) and with one; bare on one in-order queue without events (what the "
           "framework's own loop does); bare on 8 queues round-robin, an event per launch and the waits the "
-          "buffer hazards need. Every way must leave the same output bytes. Time per pass.",
+          "buffer hazards need. Every way must leave the same output bytes. The ways take turns in rounds of "
+          "up to 300 passes (7 rounds; the host's speed drifts within a run): time per pass in the median round.",
 }
 
 
