@@ -1660,6 +1660,15 @@ Json fig5x(Ctx& c) {
         },
         nullptr));
   }
+  // Chunks with a ring that covers the whole copy: no block waits for a
+  // write to land before its next read, against the whole copy in one.
+  if (bytes == 64 * 4 * kMiB)
+    fig["uvcl_variants"]["4MiB x 64"] = median(uvcl_copies(
+        [&](uvcl::Config& cfg) {
+          cfg.cross_copy_chunk_mib = 4;
+          cfg.cross_copy_ring = 64;
+        },
+        nullptr));
   if (bytes >= kMiB && bytes / kMiB <= uvcl::kMaxCrossCopyChunkMib)
     fig["uvcl_variants"]["whole copy x 1"] = median(uvcl_copies(
         [&](uvcl::Config& cfg) {
