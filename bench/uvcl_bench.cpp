@@ -241,6 +241,145 @@ struct Costs {
   }
 };
 
+// Figure 1's uvcl side: an engine with its kernels and buffers, kept for all
+// rounds so that the ways can take turns.
+class Fig1Uvcl {
+ public:
+  Fig1Uvcl(const Ctx& c, unsigned queues, std::size_t nbuf) : e_(make_engine(c, queues)) {
+    const std::size_t d = c.local;
+    Program p = must(e_->compile_sync(d, kKernels), "compile");
+    tiny_ = must(e_->kernel(p, "tiny"), "kernel tiny");
+    add_ = must(e_->kernel(p, "tiny_add"), "kernel tiny_add");
+    chain_ = zeroed_buffers(*e_, d, 1, 256)[0];
+    many_ = zeroed_buffers(*e_, d, nbuf, 256);
+  }
+  Engine& engine() { return *e_; }
+  // Variant v ((a), (b), (c)), `count` launches, then finish(); the status
+  // reads made while submitting go to queries_submitting().
+  void run(int v, std::uint64_t count, Costs* out) {
+    Launch l;
+    l.global = {1};
+    if (v == 2) {
+      l.kernel = add_;
+      l.args = {KernelArg::of(chain_), KernelArg::value(0.0f)};
+    } else {
+      l.kernel = tiny_;
+      l.args = {KernelArg::of(chain_)};
+    }
+    const std::uint64_t q0 = e_->stats().status_queries;
+    const double cpu0 = cpu_seconds(RUSAGE_THREAD);
+    const std::uint64_t t0 = now_ns();
+    for (std::uint64_t i = 0; i < count; ++i) {
+      if (v == 1) l.args[0].buffer = many_[i % many_.size()];
+      else if (v == 2) l.args[1].scalar = uvcl::Scalar::of(static_cast<float>(i & 1023));
+      if (auto r = e_->launch(l); !r) fail("launch: " + r.error().to_string());
+    }
+    const double submit = us_since(t0);
+    const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+    queries_submitting_ = e_->stats().status_queries - q0;
+    must(e_->finish(), "finish");
+    const double total = us_since(t0);
+    const double cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+    if (out) out->add(submit, submit_cpu, total, cpu, count);
+  }
+  std::uint64_t queries_submitting() const { return queries_submitting_; }
+
+ private:
+  std::unique_ptr<Engine> e_;
+  Kernel tiny_{}, add_{};
+  Buffer chain_{};
+  std::vector<Buffer> many_;
+  std::uint64_t queries_submitting_ = 0;
+};
+
+// Figure 1's bare side, on `spread` queues (queue 0 but for mode 4).
+class Fig1Bare {
+ public:
+  Fig1Bare(const Ctx& c, unsigned spread, std::size_t nbuf) : b_(*c.api, c.dev(), spread), spread_(spread) {
+    cl_program p = b_.build(kKernels);
+    tiny_ = b_.kernel(p, "tiny");
+    add_ = b_.kernel(p, "tiny_add");
+    chain_ = b_.buffer(256);
+    b_.zero(chain_, 256);
+    for (std::size_t i = 0; i < nbuf; ++i) {
+      many_.push_back(b_.buffer(256));
+      b_.zero(many_.back(), 256);
+    }
+  }
+  // mode 0: event released at once; 1: no event; 2: events kept until
+  // the queue is finished (what a tracker holding them costs the driver);
+  // 3: as 0, plus a clFlush every 100 launches (what uvcl's window does);
+  // 4: as 1, launch i on queue i mod `spread` (what changing queue costs;
+  // for independent launches only: (b)).
+  void run(int v, int mode, std::uint64_t count, Costs* out) {
+    const uvcl::cl::Api& api = b_.api;
+    const std::size_t g = 1;
+    const bool with_event = mode != 1 && mode != 4;
+    kept_.reserve(mode == 2 ? count : 0);
+    const double cpu0 = cpu_seconds(RUSAGE_THREAD);
+    const std::uint64_t t0 = now_ns();
+    for (std::uint64_t i = 0; i < count; ++i) {
+      cl_mem m = v == 1 ? many_[i % many_.size()] : chain_;
+      cl_kernel k = v == 2 ? add_ : tiny_;
+      api.clSetKernelArg(k, 0, sizeof m, &m);
+      if (v == 2) {
+        const float a = static_cast<float>(i & 1023);
+        api.clSetKernelArg(k, 1, sizeof a, &a);
+      }
+      cl_event ev = nullptr;
+      cl_command_queue q = b_.q(mode == 4 ? i % spread_ : 0);
+      const cl_int rc =
+          api.clEnqueueNDRangeKernel(q, k, 1, nullptr, &g, nullptr, 0, nullptr, with_event ? &ev : nullptr);
+      if (rc != CL_SUCCESS) ck(rc, "clEnqueueNDRangeKernel");
+      if (mode == 2) kept_.push_back(ev);
+      else if (ev) api.clReleaseEvent(ev);
+      if (mode == 3 && i % 100 == 99) api.clFlush(q);
+    }
+    const double submit = us_since(t0);
+    const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+    b_.finish();
+    for (cl_event ev : kept_) api.clReleaseEvent(ev);
+    kept_.clear();
+    const double total = us_since(t0);
+    const double cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
+    if (out) out->add(submit, submit_cpu, total, cpu, count);
+  }
+  // What one status read costs the driver: on an event still queued
+  // (behind a backlog) and on a completed one, in ns.
+  std::pair<double, double> status_read_ns() {
+    const uvcl::cl::Api& api = b_.api;
+    const std::size_t g = 1;
+    cl_command_queue q = b_.q();
+    cl_event first = nullptr, last = nullptr;
+    api.clSetKernelArg(tiny_, 0, sizeof chain_, &chain_);
+    ck(api.clEnqueueNDRangeKernel(q, tiny_, 1, nullptr, &g, nullptr, 0, nullptr, &first), "clEnqueueNDRangeKernel");
+    for (int i = 0; i < 2000; ++i)
+      ck(api.clEnqueueNDRangeKernel(q, tiny_, 1, nullptr, &g, nullptr, 0, nullptr, nullptr), "clEnqueueNDRangeKernel");
+    ck(api.clEnqueueNDRangeKernel(q, tiny_, 1, nullptr, &g, nullptr, 0, nullptr, &last), "clEnqueueNDRangeKernel");
+    auto query_ns = [&](cl_event ev) {
+      constexpr int kQueries = 2000;
+      cl_int st = CL_QUEUED;
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < kQueries; ++i) api.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr);
+      return static_cast<double>(now_ns() - t0) / kQueries;
+    };
+    const double pending = query_ns(last);
+    b_.finish();
+    const double complete = query_ns(first);
+    api.clReleaseEvent(first);
+    api.clReleaseEvent(last);
+    return {pending, complete};
+  }
+
+ private:
+  Bare b_;
+  unsigned spread_;
+  cl_kernel tiny_ = nullptr, add_ = nullptr;
+  cl_mem chain_ = nullptr;
+  std::vector<cl_mem> many_;
+  std::vector<cl_event> kept_;
+};
+
 Json fig1(Ctx& c) {
   const std::uint64_t n = c.opt.launches ? c.opt.launches : c.pick<std::uint64_t>(100000, 20000, 1000);
   const int reps = c.pick(3, 2, 1);
@@ -255,9 +394,12 @@ Json fig1(Ctx& c) {
   column(fig, "bare_noevent", "bare, no event");
   column(fig, "bare_keep", "bare, events held until finished");
   column(fig, "bare_flush", "bare, with event, clFlush every 100 launches");
+  column(fig, "bare_rr_noevent", "bare, no event, launch i on queue i mod uvcl's default queue count ((b) only)");
   column(fig, "pyopencl", "pyopencl");
   const char* names[3] = {"a", "b", "c"};
-  Costs u[3], be[3], bn[3], bk[3], bf[3], ub[3], beb[3], bnb[3], bfb[3];
+  // u1: uvcl with one queue (what spreading over queues costs the host);
+  // ub and the bare b columns: bursts.
+  Costs u[3], u1[3], be[3], bn[3], bk[3], bf[3], brr[3], ub[3], beb[3], bnb[3], bfb[3];
   // uvcl's clGetEventInfo status reads per launch: while submitting, and
   // in all (completion polling included).
   double submit_queries[3] = {0, 0, 0}, all_queries[3] = {0, 0, 0};
@@ -265,175 +407,73 @@ Json fig1(Ctx& c) {
   const int bursts = c.pick(20, 10, 2);
   fig["params"]["burst"] = burst;
   fig["params"]["bursts"] = bursts;
-  Costs u1[3];  // uvcl with one queue: what spreading over queues costs the host
-
-  // queues: the engine's queue count; u, ub: costs per variant (ub: bursts,
-  // measured with the default queue count only); stats: record the
-  // engine's counters and status reads in the figure.
-  auto measure_uvcl = [&](unsigned queues, Costs* u, Costs* ub, bool stats) {
-    auto eng = make_engine(c, queues);
-    Engine& e = *eng;
-    const std::size_t d = c.local;
-    Program p = must(e.compile_sync(d, kKernels), "compile");
-    Kernel tiny = must(e.kernel(p, "tiny"), "kernel tiny");
-    Kernel add = must(e.kernel(p, "tiny_add"), "kernel tiny_add");
-    Buffer chain = zeroed_buffers(e, d, 1, 256)[0];
-    std::vector<Buffer> many = zeroed_buffers(e, d, nbuf, 256);
-    std::uint64_t queries_submitting = 0;  // by the last run's submit loop
-    auto run = [&](int v, std::uint64_t count, Costs* out) {
-      Launch l;
-      l.global = {1};
-      if (v == 2) {
-        l.kernel = add;
-        l.args = {KernelArg::of(chain), KernelArg::value(0.0f)};
-      } else {
-        l.kernel = tiny;
-        l.args = {KernelArg::of(chain)};
-      }
-      const std::uint64_t q0 = e.stats().status_queries;
-      const double cpu0 = cpu_seconds(RUSAGE_THREAD);
-      const std::uint64_t t0 = now_ns();
-      for (std::uint64_t i = 0; i < count; ++i) {
-        if (v == 1) l.args[0].buffer = many[i % nbuf];
-        else if (v == 2) l.args[1].scalar = uvcl::Scalar::of(static_cast<float>(i & 1023));
-        if (auto r = e.launch(l); !r) fail("launch: " + r.error().to_string());
-      }
-      const double submit = us_since(t0);
-      const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
-      queries_submitting = e.stats().status_queries - q0;
-      must(e.finish(), "finish");
-      const double total = us_since(t0);
-      const double cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
-      if (out) out->add(submit, submit_cpu, total, cpu, count);
-    };
-    for (int v = 0; v < 3; ++v) run(v, std::min<std::uint64_t>(n, 2000), nullptr);  // warm-up
-    for (int r = 0; r < reps; ++r)
-      for (int v = 0; v < 3; ++v) {
-        const std::uint64_t q0 = e.stats().status_queries;
-        run(v, n, &u[v]);
-        if (!stats) continue;
-        const double runs = static_cast<double>(n) * reps;
-        all_queries[v] += static_cast<double>(e.stats().status_queries - q0) / runs;
-        submit_queries[v] += static_cast<double>(queries_submitting) / runs;
-      }
-    // Short bursts (finished in between): the host cost when the driver's
-    // queue is not backed up (a long burst on a GPU runs at the device's pace).
-    if (ub)
-      for (int v = 0; v < 3; ++v)
-        for (int b = 0; b < bursts; ++b) run(v, burst, &ub[v]);
-    if (ub && c.cl_timing)  // the driver's share, in a pass of its own
-      for (int v = 0; v < 3; ++v) {
+  const unsigned spread = default_queues(c);
+  Fig1Uvcl uv(c, 0, nbuf);  // 0: the default queue count
+  Fig1Uvcl uv1(c, 1, nbuf);
+  Fig1Bare bare(c, spread, nbuf);
+  // Warm-up; it also counts how often consecutive launches change queue.
+  for (int v = 0; v < 3; ++v) {
+    std::uint64_t switches = 0, launches = 0;
+    std::optional<std::uint32_t> last;
+    uv.engine().set_schedule_recorder([&](const uvcl::ScheduleEntry& s) {
+      if (last && *last != s.queue) ++switches;
+      last = s.queue;
+      ++launches;
+    });
+    uv.run(v, std::min<std::uint64_t>(n, 2000), nullptr);
+    uv.engine().set_schedule_recorder({});
+    if (launches)
+      fig["uvcl_queue_switches_per_launch"][names[v]] = static_cast<double>(switches) / static_cast<double>(launches);
+    uv1.run(v, std::min<std::uint64_t>(n, 2000), nullptr);
+    bare.run(v, 0, std::min<std::uint64_t>(n, 2000), nullptr);
+  }
+  const auto [pending_ns, complete_ns] = bare.status_read_ns();
+  fig["params"]["bare_status_query_ns_pending"] = pending_ns;
+  fig["params"]["bare_status_query_ns_complete"] = complete_ns;
+  // The ways take turns, rep by rep: the host's speed drifts within a run.
+  for (int r = 0; r < reps; ++r)
+    for (int v = 0; v < 3; ++v) {
+      const std::uint64_t q0 = uv.engine().stats().status_queries;
+      uv.run(v, n, &u[v]);
+      const double runs = static_cast<double>(n) * reps;
+      all_queries[v] += static_cast<double>(uv.engine().stats().status_queries - q0) / runs;
+      submit_queries[v] += static_cast<double>(uv.queries_submitting()) / runs;
+      uv1.run(v, n, &u1[v]);
+      bare.run(v, 0, n, &be[v]);
+      bare.run(v, 1, n, &bn[v]);
+      bare.run(v, 2, n, &bk[v]);
+      bare.run(v, 3, n, &bf[v]);
+      if (v == 1) bare.run(v, 4, n, &brr[v]);
+    }
+  // Short bursts (finished in between): the host cost when the driver's
+  // queue is not backed up (a long burst on a GPU runs at the device's pace).
+  for (int b = 0; b < bursts; ++b)
+    for (int v = 0; v < 3; ++v) {
+      uv.run(v, burst, &ub[v]);
+      bare.run(v, 0, burst, &beb[v]);
+      bare.run(v, 1, burst, &bnb[v]);
+      bare.run(v, 3, burst, &bfb[v]);
+    }
+  if (c.cl_timing)  // the driver's share, in passes of their own
+    for (int v = 0; v < 3; ++v) {
+      driver_time(c, 1);
+      for (int b = 0; b < bursts; ++b) uv.run(v, burst, nullptr);
+      fig["driver"][std::string("uvcl_burst_") + names[v]] = driver_time(c, static_cast<double>(burst * bursts));
+      for (int mode : {0, 1}) {
         driver_time(c, 1);
-        for (int b = 0; b < bursts; ++b) run(v, burst, nullptr);
-        fig["driver"][std::string("uvcl_burst_") + names[v]] = driver_time(c, static_cast<double>(burst * bursts));
+        for (int b = 0; b < bursts; ++b) bare.run(v, mode, burst, nullptr);
+        fig["driver"][std::string(mode == 0 ? "bare_burst_" : "bare_noevent_burst_") + names[v]] =
+            driver_time(c, static_cast<double>(burst * bursts));
       }
-    if (!stats) return;
-    const uvcl::EngineStats s = e.stats();
+    }
+  {
+    const uvcl::EngineStats s = uv.engine().stats();
     fig["uvcl_stats"]["cross_queue_waits"] = s.cross_queue_waits;
     fig["uvcl_stats"]["flushes"] = s.flushes;
     fig["uvcl_stats"]["submitted"] = s.submitted;
     fig["uvcl_stats"]["status_queries"] = s.status_queries;
     fig["uvcl_stats"]["events"] = s.events;  // own events and fences (opencl.command_events)
     fig["uvcl_stats"]["fences"] = s.fences;
-  };
-  measure_uvcl(0, u, ub, true);  // 0: the default queue count
-  measure_uvcl(1, u1, nullptr, false);
-  {
-    Bare b(*c.api, c.dev(), 1);
-    const uvcl::cl::Api& api = b.api;
-    cl_program p = b.build(kKernels);
-    cl_kernel tiny = b.kernel(p, "tiny");
-    cl_kernel add = b.kernel(p, "tiny_add");
-    cl_mem chain = b.buffer(256);
-    b.zero(chain, 256);
-    std::vector<cl_mem> many;
-    for (std::size_t i = 0; i < nbuf; ++i) {
-      many.push_back(b.buffer(256));
-      b.zero(many.back(), 256);
-    }
-    // mode 0: event released at once; 1: no event; 2: events kept until
-    // the queue is finished (what a tracker holding them costs the driver);
-    // 3: as 0, plus a clFlush every 100 launches (what uvcl's window does).
-    std::vector<cl_event> kept;
-    kept.reserve(n);
-    auto run = [&](int v, int mode, std::uint64_t count, Costs* out) {
-      const std::size_t g = 1;
-      cl_command_queue q = b.q();
-      const bool with_event = mode != 1;
-      const double cpu0 = cpu_seconds(RUSAGE_THREAD);
-      const std::uint64_t t0 = now_ns();
-      for (std::uint64_t i = 0; i < count; ++i) {
-        cl_mem m = v == 1 ? many[i % nbuf] : chain;
-        cl_kernel k = v == 2 ? add : tiny;
-        api.clSetKernelArg(k, 0, sizeof m, &m);
-        if (v == 2) {
-          const float a = static_cast<float>(i & 1023);
-          api.clSetKernelArg(k, 1, sizeof a, &a);
-        }
-        cl_event ev = nullptr;
-        const cl_int rc = api.clEnqueueNDRangeKernel(q, k, 1, nullptr, &g, nullptr, 0, nullptr,
-                                                     with_event ? &ev : nullptr);
-        if (rc != CL_SUCCESS) ck(rc, "clEnqueueNDRangeKernel");
-        if (mode == 2) kept.push_back(ev);
-        else if (ev) api.clReleaseEvent(ev);
-        if (mode == 3 && i % 100 == 99) api.clFlush(q);
-      }
-      const double submit = us_since(t0);
-      const double submit_cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
-      b.finish();
-      for (cl_event ev : kept) api.clReleaseEvent(ev);
-      kept.clear();
-      const double total = us_since(t0);
-      const double cpu = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e6;
-      if (out) out->add(submit, submit_cpu, total, cpu, count);
-    };
-    for (int v = 0; v < 3; ++v) run(v, 0, std::min<std::uint64_t>(n, 2000), nullptr);
-    {
-      // What one status read costs the driver: on an event still queued
-      // (behind a backlog) and on a completed one.
-      const std::size_t g = 1;
-      cl_command_queue q = b.q();
-      cl_event first = nullptr, last = nullptr;
-      api.clSetKernelArg(tiny, 0, sizeof chain, &chain);
-      ck(api.clEnqueueNDRangeKernel(q, tiny, 1, nullptr, &g, nullptr, 0, nullptr, &first), "clEnqueueNDRangeKernel");
-      for (int i = 0; i < 2000; ++i)
-        ck(api.clEnqueueNDRangeKernel(q, tiny, 1, nullptr, &g, nullptr, 0, nullptr, nullptr), "clEnqueueNDRangeKernel");
-      ck(api.clEnqueueNDRangeKernel(q, tiny, 1, nullptr, &g, nullptr, 0, nullptr, &last), "clEnqueueNDRangeKernel");
-      auto query_ns = [&](cl_event ev) {
-        constexpr int kQueries = 2000;
-        cl_int st = CL_QUEUED;
-        const std::uint64_t t0 = now_ns();
-        for (int i = 0; i < kQueries; ++i)
-          api.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr);
-        return static_cast<double>(now_ns() - t0) / kQueries;
-      };
-      fig["params"]["bare_status_query_ns_pending"] = query_ns(last);
-      b.finish();
-      fig["params"]["bare_status_query_ns_complete"] = query_ns(first);
-      api.clReleaseEvent(first);
-      api.clReleaseEvent(last);
-    }
-    for (int r = 0; r < reps; ++r)
-      for (int v = 0; v < 3; ++v) {
-        run(v, 0, n, &be[v]);
-        run(v, 1, n, &bn[v]);
-        run(v, 2, n, &bk[v]);
-        run(v, 3, n, &bf[v]);
-      }
-    for (int v = 0; v < 3; ++v)
-      for (int b = 0; b < bursts; ++b) {
-        run(v, 0, burst, &beb[v]);
-        run(v, 1, burst, &bnb[v]);
-        run(v, 3, burst, &bfb[v]);
-      }
-    if (c.cl_timing)
-      for (int v = 0; v < 3; ++v)
-        for (int mode : {0, 1}) {
-          driver_time(c, 1);
-          for (int b = 0; b < bursts; ++b) run(v, mode, burst, nullptr);
-          fig["driver"][std::string(mode == 0 ? "bare_burst_" : "bare_noevent_burst_") + names[v]] =
-              driver_time(c, static_cast<double>(burst * bursts));
-        }
   }
   const char* what[3] = {"(a) one dependent chain", "(b) independent, over many buffers",
                          "(c) a scalar argument changing every launch"};
@@ -458,6 +498,7 @@ Json fig1(Ctx& c) {
       row["bare_noevent"] = median(bn[v].*m.field);
       row["bare_keep"] = median(bk[v].*m.field);
       row["bare_flush"] = median(bf[v].*m.field);
+      if (v == 1) row["bare_rr_noevent"] = median(brr[v].*m.field);
     }
     Json& br = add_row(fig, k + ".burst", std::string(what[v]) + ": host time per launch in bursts of " +
                                              std::to_string(burst) + " (submit loop, wall)", "us", false);
