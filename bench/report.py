@@ -383,6 +383,7 @@ def machine_table(runs):
             ("load average (start / end)", lambda m: "%s / %s" % (m.get("loadavg_start", "?"),
                                                                  m.get("loadavg_end", "?"))),
             ("command", lambda m: "`%s`" % repo_relative(m.get("command", ""))),
+            ("figures from a later run", lambda m: "; ".join("%s: %s" % (k, v) for k, v in m["figures_from"].items())),
             ("environment", lambda m: ", ".join("%s=%s" % (k, repo_relative(v))
                                                 for k, v in m.get("env", {}).items()) or "—")]
     head = "| | " + " | ".join(n for n, _ in runs) + " |\n|---|" + "---|" * len(runs) + "\n"
