@@ -326,7 +326,7 @@ void Engine::Impl::on_late_work() {
     deliver_raised();
   }
   for (const auto& d : devices) {
-    submitter.flush_dirty_queues(*d);  // and fences what the windows' flushes could not
+    submitter.flush_queues(*d);  // and fences what the windows' flushes could not
     submitter.ask_callbacks(*d);
   }
   update_busy();

@@ -118,7 +118,7 @@ struct CommandRec {
 // get an event of their own only where someone awaits them (a read, a timed
 // launch, a callback) or traces them; the others are completed by the next
 // event on their queue — a fence (a marker) attached to the last command in
-// flight before the loop may sleep, at a sync point, every kFenceRun
+// flight before the loop may sleep, at a sync point, every kLongRun
 // event-less commands of a burst, or when another queue must wait.
 struct Queue {
   cl_command_queue queue = nullptr;
@@ -127,7 +127,7 @@ struct Queue {
   // after them), in order: the one that completes a command is found by a
   // binary search, not a walk over the event-less ones between.
   std::deque<CommandId> evented;
-  bool dirty = false;               // enqueued since the last clFlush
+  std::uint32_t unflushed = 0;      // commands (and fences) enqueued since its last clFlush
   bool needs_fence = false;         // the last command in flight has no event
   std::uint32_t unfenced = 0;       // event-less commands at its back, since its last event
   // Status reads of its oldest event that failed in a row: a read that

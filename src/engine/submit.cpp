@@ -4,7 +4,7 @@
 //   submit_one     admit, place (queue, waits), enqueue, record (Submitted),
 //                  watch, show
 //   event_for_wait the event another queue waits on: own, or a fence
-//   flush_...      fences what has no event, then clFlush
+//   flush_queues   fences what has no event, then clFlush
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -31,7 +31,7 @@ cl_event Submitter::fence(DeviceCtx& d, QueueIndex q) {
   queue.evented.push_back(queue.in_flight.back());
   queue.needs_fence = false;
   queue.unfenced = 0;
-  queue.dirty = true;
+  ++queue.unflushed;
   return m;
 }
 
@@ -73,7 +73,7 @@ CommandId Submitter::commit(std::uint32_t device) {
   Command& c = d.window.back();
   record(device, c);
   const CommandId id = c.id;
-  if (d.window.full()) submit_window(device, Fences::ForLongRuns);
+  if (d.window.full()) submit_window(device, Flush::LongRuns);
   // Issued from the caller's own loop callback after this iteration's
   // prepare step (a prepare handle of theirs that runs after the engine's):
   // the window must still go out before the loop may block.
@@ -119,10 +119,15 @@ void Submitter::record(std::uint32_t device, Command& c) {
 }
 
 void Submitter::submit_all() {
-  for (std::uint32_t i = 0; i < e.devices.size(); ++i) submit_window(i);
+  for (std::uint32_t i = 0; i < e.devices.size(); ++i) {
+    submit_window(i);
+    // What full windows left unfenced and unflushed, when there was no
+    // window left to submit.
+    flush_queues(*e.devices[i]);
+  }
 }
 
-void Submitter::submit_window(std::uint32_t device, Fences fences) {
+void Submitter::submit_window(std::uint32_t device, Flush flush) {
   DeviceCtx& d = *e.devices[device];
   // Nested (from engine code run while submitting): what it added sits in
   // the window behind the commands being submitted; the loop below takes it.
@@ -151,7 +156,7 @@ void Submitter::submit_window(std::uint32_t device, Fences fences) {
   d.submitting = false;
   d.reads_in_window = false;
   for (Queue& q : d.queues) q.unfinished_from = 0;
-  flush_dirty_queues(d, fences);
+  flush_queues(d, flush);
   if (e.trace)
     e.trace->host(TraceHost{"submit window (device " + std::to_string(device) + ")", t0, uv_hrtime(), submitted});
 }
@@ -172,19 +177,23 @@ void Submitter::submit_read(std::uint32_t device) {
   d.read_burst_until_ns = now + burst_ns;
 }
 
-void Submitter::flush_dirty_queues(DeviceCtx& d, Fences fences) {
+void Submitter::flush_queues(DeviceCtx& d, Flush flush) {
+  const bool all = flush == Flush::All;
   for (QueueIndex qi = 0; qi < d.queues.size(); ++qi) {
     Queue& q = d.queues[qi];
     // A failed marker is tried again at the next flush (once per loop
     // iteration): until then its commands' completion is not observed.
-    if (q.needs_fence && !q.in_flight.empty() && (fences == Fences::All || q.unfenced >= kFenceRun))
-      (void)fence(d, qi);
-    if (!q.dirty) continue;
-    q.dirty = false;
-    ++e.counters.flushes;
-    if (cl_int rc = e.api->clFlush(q.queue); rc != CL_SUCCESS)
-      e.lose_device(static_cast<std::uint32_t>(d.dev.info.index), cl::call_error(Status::KernelSync, "clFlush", rc));
+    const bool fenced = q.needs_fence && !q.in_flight.empty() && (all || q.unfenced >= kLongRun) && fence(d, qi) != nullptr;
+    if (q.unflushed != 0 && (all || fenced || q.unflushed >= kLongRun)) flush_queue(d, qi);
   }
+}
+
+void Submitter::flush_queue(DeviceCtx& d, QueueIndex qi) {
+  Queue& q = d.queues[qi];
+  q.unflushed = 0;
+  ++e.counters.flushes;
+  if (cl_int rc = e.api->clFlush(q.queue); rc != CL_SUCCESS)
+    e.lose_device(static_cast<std::uint32_t>(d.dev.info.index), cl::call_error(Status::KernelSync, "clFlush", rc));
 }
 
 // Releases what a command held while it sat in the window.
@@ -358,11 +367,8 @@ bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const 
       return false;
     }
     // OpenCL requires a flush before another queue waits on an event.
-    if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].dirty) {
-      d.queues[waited.queue].dirty = false;
-      ++e.counters.flushes;
-      e.api->clFlush(d.queues[waited.queue].queue);
-    }
+    if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].unflushed != 0)
+      flush_queue(d, waited.queue);
     events.push_back(ev);
   }
   return true;
@@ -432,7 +438,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
     Queue& queue = d.queues[q];
     queue.in_flight.push_back(c.id);
     if (done.event) queue.evented.push_back(c.id);
-    queue.dirty = true;
+    ++queue.unflushed;
     queue.needs_fence = !done.own_event;
     queue.unfenced = done.own_event ? 0 : queue.unfenced + 1;
     if (q < d.compute_queues()) ++d.load[q];

@@ -23,26 +23,33 @@ struct Submitter {
   Command& stage(std::uint32_t device);
   CommandId commit(std::uint32_t device);
   void unstage(std::uint32_t device);
-  // A window submitted because it filled (Fences::ForLongRuns) does not
-  // fence every queue it used: the caller is still issuing, and a marker
-  // per queue per window costs the driver what a launch does. Every other
-  // submission fences all (completion is observed only through events).
-  enum class Fences : std::uint8_t { All, ForLongRuns };
-  static constexpr std::uint32_t kFenceRun = 128;  // ForLongRuns: queues with this many event-less commands
-  void submit_window(std::uint32_t device, Fences fences = Fences::All);
+  // A window submitted because it filled (Flush::LongRuns) neither fences
+  // nor flushes every queue it used: the caller is still issuing, and per
+  // queue per window a marker costs the driver what a launch does and a
+  // clFlush two microseconds on NVIDIA's. A queue gets a fence once it has
+  // kLongRun event-less commands, and a flush once it has kLongRun
+  // unflushed ones (or was fenced). Every other submission fences and
+  // flushes all: completion is observed only through events, and a
+  // command is only sure to start once its queue is flushed.
+  enum class Flush : std::uint8_t { All, LongRuns };
+  static constexpr std::uint32_t kLongRun = 128;
+  void submit_window(std::uint32_t device, Flush flush = Flush::All);
   // A read is a sync point: its window is submitted at once — unless the
   // read comes in a burst (Config::read_burst_us), when it stays in the
   // window with the burst's other reads, submitted together when the window
   // fills or before the loop next waits.
   void submit_read(std::uint32_t device);
+  // Every window, then every queue fenced and flushed: what the engine's
+  // step, a blocking call, poll() and drain() do before they wait.
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);
   void fail_unsubmitted(const Command& c, Error error);
   cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
                     const char** call);
-  // Fences the queues whose last command has no event (as `fences` says),
-  // then flushes.
-  void flush_dirty_queues(DeviceCtx& d, Fences fences = Fences::All);
+  // Fences the queues whose last command has no event, then flushes the
+  // queues with unflushed commands (all, or as Flush::LongRuns says).
+  void flush_queues(DeviceCtx& d, Flush flush = Flush::All);
+  void flush_queue(DeviceCtx& d, QueueIndex q);
   // A marker after the last command of queue q, which then carries it as
   // its event; nullptr if the marker could not be enqueued.
   cl_event fence(DeviceCtx& d, QueueIndex q);

@@ -258,11 +258,11 @@ TEST_F(Core, SmallReadsOfABurstShareEvents) {
 }
 
 // Windows that fill while the caller keeps issuing go out without a fence
-// per queue each (on NVIDIA a marker costs what a launch does): a queue
-// gets one every Submitter::kFenceRun event-less commands, and the rest
-// when the loop may sleep or a sync point comes. Completion still arrives,
-// and every command still lands.
-TEST_F(Core, FullWindowsOfABurstAreNotFencedEach) {
+// and a flush per queue each (on NVIDIA a marker costs what a launch does,
+// a clFlush two microseconds): a queue gets them every Submitter::kLongRun
+// commands, and the rest when the loop may sleep or a sync point comes.
+// Completion still arrives, and every command still lands.
+TEST_F(Core, FullWindowsOfABurstAreNotFencedOrFlushedEach) {
   Config c = test_config(4);
   c.window = 10;
   c.command_events = CommandEvents::Awaited;
@@ -272,14 +272,17 @@ TEST_F(Core, FullWindowsOfABurstAreNotFencedEach) {
   for (int i = 0; i < kBuffers; ++i) bufs.push_back(eng().allocate(0, 64).value());
   ASSERT_TRUE(eng().finish().ok());
   const std::uint64_t fences0 = eng().stats().fences, submitted0 = eng().stats().submitted;
+  const std::uint64_t flushes0 = eng().stats().flushes;
   for (std::uint32_t i = 0; i < kFills; ++i) {
     const std::uint32_t v = i;
     ASSERT_TRUE(eng().fill(bufs[i % kBuffers], std::as_bytes(std::span(&v, 1)), 0, 64).ok());
   }
   EXPECT_GE(eng().stats().submitted - submitted0, static_cast<std::uint64_t>(kFills - 10)) << "full windows went out";
-  constexpr int kFenceRun = 128;  // Submitter::kFenceRun
-  EXPECT_LE(eng().stats().fences - fences0, static_cast<std::uint64_t>(kFills / kFenceRun + 4))
+  constexpr int kLongRun = 128;  // Submitter::kLongRun
+  EXPECT_LE(eng().stats().fences - fences0, static_cast<std::uint64_t>(kFills / kLongRun + 4))
       << "a fence per queue per window";
+  EXPECT_LE(eng().stats().flushes - flushes0, static_cast<std::uint64_t>(kFills / kLongRun + 4))
+      << "a flush per queue per window";
   ASSERT_TRUE(eng().finish().ok());
   for (int i = 0; i < kBuffers; ++i) {
     const std::uint32_t last = static_cast<std::uint32_t>(kFills - kBuffers + i);
@@ -761,6 +764,34 @@ TEST(CoreLoop, ReadsIssuedFromPollsCallbacksGoOutInThatPoll) {
     while (!first) e.poll();
     EXPECT_EQ(e.stats().submitted, submitted_before + 5) << "the burst waited for a later poll()";
     while (got.size() < 5) e.poll();
+  });
+}
+
+// A game loop drives the engine with poll() alone. A burst whose windows
+// all filled went out while the caller issued, without a fence or a flush
+// per queue; drain() and poll() must fence and flush what it left, or its
+// completion is never seen (and the device need not even start it).
+TEST(CoreLoop, PollAloneCompletesABurstOfFullWindows) {
+  Config c = test_config(4);
+  c.window = 10;
+  c.command_events = CommandEvents::Awaited;
+  on_a_loop_nobody_runs(c, [](Engine& e) {
+    std::vector<Buffer> bufs;
+    for (int i = 0; i < 8; ++i) bufs.push_back(e.allocate(0, 64).value());
+    Watchdog wd("a burst of full windows driven by poll() alone", 30);
+    auto drain_by_polls = [&] {
+      bool drained = false;
+      e.drain([&](Result<void> r) {
+        EXPECT_TRUE(r.ok()) << r.error().to_string();
+        drained = true;
+      });
+      while (!drained) e.poll();
+    };
+    drain_by_polls();  // the windows start empty
+    for (std::uint32_t i = 0; i < 40; ++i)  // four windows, each full
+      ASSERT_TRUE(e.fill(bufs[i % 8], std::as_bytes(std::span(&i, 1)), 0, 64).ok());
+    drain_by_polls();
+    EXPECT_EQ(e.stats().in_flight, 0u);
   });
 }
 
