@@ -292,7 +292,8 @@ class Fig1Uvcl {
   std::uint64_t queries_submitting_ = 0;
 };
 
-// Figure 1's bare side, on `spread` queues (queue 0 but for mode 4).
+// Figure 1's bare side, in a context with `spread` queues (it uses queue 0
+// but in mode 4).
 class Fig1Bare {
  public:
   Fig1Bare(const Ctx& c, unsigned spread, std::size_t nbuf) : b_(*c.api, c.dev(), spread), spread_(spread) {
@@ -395,11 +396,12 @@ Json fig1(Ctx& c) {
   column(fig, "bare_keep", "bare, events held until finished");
   column(fig, "bare_flush", "bare, with event, clFlush every 100 launches");
   column(fig, "bare_rr_noevent", "bare, no event, launch i on queue i mod uvcl's default queue count ((b) only)");
+  column(fig, "bare_noevent_wide", "bare, no event, on one queue of a context with uvcl's default queue count");
   column(fig, "pyopencl", "pyopencl");
   const char* names[3] = {"a", "b", "c"};
   // u1: uvcl with one queue (what spreading over queues costs the host);
   // ub and the bare b columns: bursts.
-  Costs u[3], u1[3], be[3], bn[3], bk[3], bf[3], brr[3], ub[3], beb[3], bnb[3], bfb[3];
+  Costs u[3], u1[3], be[3], bn[3], bk[3], bf[3], brr[3], bw[3], ub[3], beb[3], bnb[3], bfb[3];
   // uvcl's clGetEventInfo status reads per launch: while submitting, and
   // in all (completion polling included).
   double submit_queries[3] = {0, 0, 0}, all_queries[3] = {0, 0, 0};
@@ -410,7 +412,8 @@ Json fig1(Ctx& c) {
   const unsigned spread = default_queues(c);
   Fig1Uvcl uv(c, 0, nbuf);  // 0: the default queue count
   Fig1Uvcl uv1(c, 1, nbuf);
-  Fig1Bare bare(c, spread, nbuf);
+  Fig1Bare bare(c, 1, nbuf);
+  Fig1Bare wide(c, spread, nbuf);  // does a context's queue count cost each launch?
   // Warm-up; it also counts how often consecutive launches change queue.
   for (int v = 0; v < 3; ++v) {
     std::uint64_t switches = 0, launches = 0;
@@ -426,6 +429,7 @@ Json fig1(Ctx& c) {
       fig["uvcl_queue_switches_per_launch"][names[v]] = static_cast<double>(switches) / static_cast<double>(launches);
     uv1.run(v, std::min<std::uint64_t>(n, 2000), nullptr);
     bare.run(v, 0, std::min<std::uint64_t>(n, 2000), nullptr);
+    wide.run(v, 1, std::min<std::uint64_t>(n, 2000), nullptr);
   }
   const auto [pending_ns, complete_ns] = bare.status_read_ns();
   fig["params"]["bare_status_query_ns_pending"] = pending_ns;
@@ -443,7 +447,8 @@ Json fig1(Ctx& c) {
       bare.run(v, 1, n, &bn[v]);
       bare.run(v, 2, n, &bk[v]);
       bare.run(v, 3, n, &bf[v]);
-      if (v == 1) bare.run(v, 4, n, &brr[v]);
+      wide.run(v, 1, n, &bw[v]);
+      if (v == 1) wide.run(v, 4, n, &brr[v]);
     }
   // Short bursts (finished in between): the host cost when the driver's
   // queue is not backed up (a long burst on a GPU runs at the device's pace).
@@ -499,6 +504,7 @@ Json fig1(Ctx& c) {
       row["bare_keep"] = median(bk[v].*m.field);
       row["bare_flush"] = median(bf[v].*m.field);
       if (v == 1) row["bare_rr_noevent"] = median(brr[v].*m.field);
+      row["bare_noevent_wide"] = median(bw[v].*m.field);
     }
     Json& br = add_row(fig, k + ".burst", std::string(what[v]) + ": host time per launch in bursts of " +
                                              std::to_string(burst) + " (submit loop, wall)", "us", false);
