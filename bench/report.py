@@ -260,6 +260,11 @@ def targets(fid, F):
         out.append(("speedup >= 0.9x bare's best multi-queue speedup (default config)",
                     "uvcl %s x vs bare best %s x: %s of it" % (fmt(u), fmt(best), fmt(ratio(u, best))),
                     atleast(ratio(u, best), 0.9)))
+        hu, hb = val(f, "2.head_to_head", "uvcl"), val(f, "2.head_to_head", "bare")
+        if hu is not None and hb is not None:  # later runs: the two taking turns
+            out.append(("the same, uvcl's default and bare on 16 queues taking turns (time ratio)",
+                        "uvcl %s ms vs bare %s ms: %s of bare's speed" % (fmt(hu), fmt(hb), fmt(ratio(hb, hu))),
+                        atleast(ratio(hb, hu), 0.9)))
         out.append(("the same, uvcl's best queue count (1..16)",
                     "uvcl %s x (%s queues): %s of bare's best" %
                     (fmt(ubest), f.get("uvcl_best_queues", "?"), fmt(ratio(ubest, best))),

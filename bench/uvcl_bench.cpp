@@ -539,6 +539,134 @@ Json fig1(Ctx& c) {
 // Figure 2: concurrency
 // =====================================================================
 
+// Figure 2's bare side: a context with 16 queues, the spin kernel and one
+// buffer per chain. Chain i goes on queue i % nq, issued round by round;
+// every queue is flushed once per round (as uvcl flushes once per window).
+class Fig2Bare {
+ public:
+  // What events cost this driver's concurrency: one per launch, or one
+  // marker per queue per round (uvcl's fences), with or without a
+  // completion callback on it (how uvcl hears of completion). And what
+  // asking whether a marker has completed costs (uvcl's queue choice reads
+  // the status of a running queue's last event). And what holding a marker
+  // until its work is done costs (uvcl keeps its fences until the
+  // completion walk has seen them).
+  enum class Events { None, PerLaunch, MarkerPerRound, MarkerWithCallback, MarkerStatusRead, MarkerHeld };
+
+  Fig2Bare(const Ctx& c, std::size_t chains, std::size_t length, std::size_t wg, int iters)
+      : b_(*c.api, c.dev(), 16), length_(length), wg_(wg), iters_(iters) {
+    cl_program p = b_.build(kKernels);
+    k_ = b_.kernel(p, "spin");
+    for (std::size_t i = 0; i < chains; ++i) {
+      bufs_.push_back(b_.buffer(wg * sizeof(float)));
+      b_.zero(bufs_.back(), wg * sizeof(float));
+    }
+  }
+  // One repetition on nq queues: its wall time in ms; `submit_ms`, if
+  // given, gets the launch calls' share.
+  double run(unsigned nq, Events events = Events::None, double* submit_ms = nullptr) {
+    const uvcl::cl::Api& api = b_.api;
+    std::vector<cl_event> last(nq, nullptr), held;
+    const std::uint64_t t0 = now_ns();
+    for (std::size_t j = 0; j < length_; ++j) {
+      for (std::size_t ch = 0; ch < bufs_.size(); ++ch) {
+        b_.arg(k_, 0, bufs_[ch]);
+        b_.arg(k_, 1, iters_);
+        cl_event ev = nullptr;
+        ck(api.clEnqueueNDRangeKernel(b_.q(ch % nq), k_, 1, nullptr, &wg_, &wg_, 0, nullptr,
+                                      events == Events::PerLaunch ? &ev : nullptr),
+           "enqueue");
+        if (ev) api.clReleaseEvent(ev);
+      }
+      for (unsigned q = 0; q < nq; ++q) {
+        if (events == Events::MarkerStatusRead && last[q]) {
+          cl_int st = CL_QUEUED;
+          ck(api.clGetEventInfo(last[q], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr), "status");
+          api.clReleaseEvent(last[q]);
+          last[q] = nullptr;
+        }
+        if (events != Events::None && events != Events::PerLaunch) {
+          cl_event m = nullptr;
+          ck(api.clEnqueueMarkerWithWaitList(b_.q(q), 0, nullptr, &m), "marker");
+          if (events == Events::MarkerWithCallback)
+            ck(api.clSetEventCallback(m, CL_COMPLETE, [](cl_event, cl_int, void*) {}, nullptr), "callback");
+          if (events == Events::MarkerStatusRead) last[q] = m;
+          else if (events == Events::MarkerHeld) held.push_back(m);
+          else api.clReleaseEvent(m);
+        }
+        api.clFlush(b_.q(q));
+      }
+    }
+    if (submit_ms) *submit_ms = us_since(t0) / 1e3;
+    for (unsigned q = 0; q < nq; ++q) ck(api.clFinish(b_.q(q)), "clFinish");
+    const double ms = us_since(t0) / 1e3;
+    for (cl_event m : last)
+      if (m) api.clReleaseEvent(m);
+    for (cl_event m : held) api.clReleaseEvent(m);
+    return ms;
+  }
+
+ private:
+  Bare b_;
+  std::size_t length_, wg_;
+  int iters_;
+  cl_kernel k_ = nullptr;
+  std::vector<cl_mem> bufs_;
+};
+
+// Figure 2's uvcl side: an engine with nq queues (and a window of `window`
+// commands, if given), the spin kernel and one buffer per chain.
+class Fig2Uvcl {
+ public:
+  Fig2Uvcl(const Ctx& c, unsigned nq, std::optional<unsigned> window, std::size_t chains, std::size_t length,
+           std::size_t wg, int iters)
+      : e_(make_engine(c, nq, {}, std::nullopt, std::nullopt,
+                       [&](uvcl::Config& cfg) {
+                         if (window) cfg.window = *window;
+                       })),
+        length_(length) {
+    const std::size_t d = c.local;
+    Program p = must(e_->compile_sync(d, kKernels), "compile");
+    l_.kernel = must(e_->kernel(p, "spin"), "kernel spin");
+    bufs_ = zeroed_buffers(*e_, d, chains, wg * sizeof(float));
+    l_.args = {KernelArg::of(bufs_[0]), KernelArg::value(iters)};
+    l_.global = {wg};
+    l_.local = {wg};
+    for (Buffer b : bufs_) {  // warm-up
+      l_.args[0].buffer = b;
+      must(e_->launch(l_), "launch");
+    }
+    must(e_->finish(), "finish");
+  }
+  Engine& engine() { return *e_; }
+  // One repetition: its wall time in ms; the launch calls' share goes to
+  // submit_ms(), the rest (finish() after the last launch returned: the
+  // last window's kernels and the retiring of what the loop never ran to
+  // see) to tail_ms().
+  double run() {
+    const std::uint64_t t0 = now_ns();
+    for (std::size_t j = 0; j < length_; ++j)
+      for (Buffer b : bufs_) {
+        l_.args[0].buffer = b;
+        if (auto r = e_->launch(l_); !r) fail("launch: " + r.error().to_string());
+      }
+    submit_ms_.push_back(us_since(t0) / 1e3);
+    must(e_->finish(), "finish");
+    const double ms = us_since(t0) / 1e3;
+    tail_ms_.push_back(ms - submit_ms_.back());
+    return ms;
+  }
+  const std::vector<double>& submit_ms() const { return submit_ms_; }
+  const std::vector<double>& tail_ms() const { return tail_ms_; }
+
+ private:
+  std::unique_ptr<Engine> e_;
+  std::size_t length_;
+  Launch l_;
+  std::vector<Buffer> bufs_;
+  std::vector<double> submit_ms_, tail_ms_;
+};
+
 Json fig2(Ctx& c) {
   const int iters = spin_iters(c);
   const std::size_t chains = 64;
@@ -564,8 +692,7 @@ Json fig2(Ctx& c) {
   column(fig, "pyopencl", "pyopencl, 16 queues");
   column(fig, "pyopencl1", "pyopencl, 1 queue");
 
-  // Bare: chain i on queue i % q, issued round by round; every queue is
-  // flushed once per round (as uvcl flushes once per window).
+  using Events = Fig2Bare::Events;
   std::vector<unsigned> bare_queues = {1, 2, 4, 8, 16};
   Json bare_curve = Json::array();
   double bare1_ms = 0, bare_best = 0, bare16_ms = 0, bare16_events_ms = 0, bare16_markers_ms = 0,
@@ -573,79 +700,28 @@ Json fig2(Ctx& c) {
   // Each variant has a context of its own: on NVIDIA's driver, a context in
   // which a completion callback has been registered stays slower per launch
   // for the rest of its life (bench/notes.md, figure 2).
-  enum class Events { None, PerLaunch, MarkerPerRound, MarkerWithCallback, MarkerStatusRead, MarkerHeld };
   std::vector<double> bare16_submit;
   for (Events variant : {Events::None, Events::PerLaunch, Events::MarkerPerRound, Events::MarkerWithCallback,
                          Events::MarkerStatusRead, Events::MarkerHeld}) {
-    Bare b(*c.api, c.dev(), 16);
-    cl_program p = b.build(kKernels);
-    cl_kernel k = b.kernel(p, "spin");
-    std::vector<cl_mem> bufs;
-    for (std::size_t i = 0; i < chains; ++i) {
-      bufs.push_back(b.buffer(wg * sizeof(float)));
-      b.zero(bufs.back(), wg * sizeof(float));
-    }
-    // What events cost this driver's concurrency: one per launch, or one
-    // marker per queue per round (uvcl's fences), with or without a
-    // completion callback on it (how uvcl hears of completion).
-    // And what asking whether a marker has completed costs (uvcl's queue
-    // choice reads the status of a running queue's last event).
-    // And what holding a marker until its work is done costs (uvcl keeps
-    // its fences until the completion walk has seen them).
-    auto run = [&](unsigned nq, Events events = Events::None) {
-      std::vector<cl_event> last(nq, nullptr), held;
-      const std::uint64_t t0 = now_ns();
-      for (std::size_t j = 0; j < length; ++j) {
-        for (std::size_t ch = 0; ch < chains; ++ch) {
-          b.arg(k, 0, bufs[ch]);
-          b.arg(k, 1, iters);
-          cl_event ev = nullptr;
-          ck(b.api.clEnqueueNDRangeKernel(b.q(ch % nq), k, 1, nullptr, &wg, &wg, 0, nullptr,
-                                          events == Events::PerLaunch ? &ev : nullptr),
-             "enqueue");
-          if (ev) b.api.clReleaseEvent(ev);
-        }
-        for (unsigned q = 0; q < nq; ++q) {
-          if (events == Events::MarkerStatusRead && last[q]) {
-            cl_int st = CL_QUEUED;
-            ck(b.api.clGetEventInfo(last[q], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr), "status");
-            b.api.clReleaseEvent(last[q]);
-            last[q] = nullptr;
-          }
-          if (events != Events::None && events != Events::PerLaunch) {
-            cl_event m = nullptr;
-            ck(b.api.clEnqueueMarkerWithWaitList(b.q(q), 0, nullptr, &m), "marker");
-            if (events == Events::MarkerWithCallback)
-              ck(b.api.clSetEventCallback(m, CL_COMPLETE, [](cl_event, cl_int, void*) {}, nullptr), "callback");
-            if (events == Events::MarkerStatusRead) last[q] = m;
-            else if (events == Events::MarkerHeld) held.push_back(m);
-            else b.api.clReleaseEvent(m);
-          }
-          b.api.clFlush(b.q(q));
-        }
-      }
-      if (nq == 16 && events == Events::None) bare16_submit.push_back(us_since(t0) / 1e3);
-      for (unsigned q = 0; q < nq; ++q) ck(b.api.clFinish(b.q(q)), "clFinish");
-      const double ms = us_since(t0) / 1e3;
-      for (cl_event m : last)
-        if (m) b.api.clReleaseEvent(m);
-      for (cl_event m : held) b.api.clReleaseEvent(m);
-      return ms;
-    };
+    Fig2Bare b(c, chains, length, wg, iters);
     auto best_of = [&](Events ev, const char* column) {
       std::vector<double> t;
       driver_time(c, 1);
-      for (int r = 0; r < reps; ++r) t.push_back(run(16, ev));
+      for (int r = 0; r < reps; ++r) t.push_back(b.run(16, ev));
       fig["driver"][std::string(column) + "16"] = driver_time(c, static_cast<double>(reps * length * chains));
       return min_of(t);
     };
-    run(16);  // warm-up
+    b.run(16);  // warm-up
     switch (variant) {
       case Events::None:
         for (unsigned nq : bare_queues) {
           std::vector<double> t;
           if (nq == 16) driver_time(c, 1);
-          for (int r = 0; r < reps; ++r) t.push_back(run(nq));
+          for (int r = 0; r < reps; ++r) {
+            double submit = 0;
+            t.push_back(b.run(nq, Events::None, &submit));
+            if (nq == 16) bare16_submit.push_back(submit);
+          }
           if (nq == 16) fig["driver"]["bare16"] = driver_time(c, static_cast<double>(reps * length * chains));
           const double ms = min_of(t);
           if (nq == 1) bare1_ms = ms;
@@ -681,44 +757,11 @@ Json fig2(Ctx& c) {
   Json uvcl_curve = Json::array();
   double udefault_ms = 0, u16_ms = 0, u1_ms = 0, ubest = 0;
   unsigned ubest_q = 0;
-  // One engine with nq queues (and a window of `window` commands, if
-  // given): the best of `reps` runs, what the launch calls alone took, and
-  // the tail (finish() after the last launch returned: the last window's
-  // kernels and the retiring of what the loop never ran to see).
+  // One engine: the best of `reps` runs, with its counters.
   auto measure = [&](unsigned nq, std::optional<unsigned> window) {
-    auto eng = make_engine(c, nq, {}, std::nullopt, std::nullopt, [&](uvcl::Config& cfg) {
-      if (window) cfg.window = *window;
-    });
-    Engine& e = *eng;
-    const std::size_t d = c.local;
-    Program p = must(e.compile_sync(d, kKernels), "compile");
-    Kernel k = must(e.kernel(p, "spin"), "kernel spin");
-    std::vector<Buffer> bufs = zeroed_buffers(e, d, chains, wg * sizeof(float));
-    Launch l;
-    l.kernel = k;
-    l.args = {KernelArg::of(bufs[0]), KernelArg::value(iters)};
-    l.global = {wg};
-    l.local = {wg};
+    Fig2Uvcl u(c, nq, window, chains, length, wg, iters);
+    Engine& e = u.engine();
     std::vector<std::uint32_t> per_queue(nq + 2, 0);
-    std::vector<double> submit_ms, tail_ms;  // the launch calls alone: is the figure bound by the host?
-    auto run = [&]() {
-      const std::uint64_t t0 = now_ns();
-      for (std::size_t j = 0; j < length; ++j)
-        for (std::size_t ch = 0; ch < chains; ++ch) {
-          l.args[0].buffer = bufs[ch];
-          if (auto r = e.launch(l); !r) fail("launch: " + r.error().to_string());
-        }
-      submit_ms.push_back(us_since(t0) / 1e3);
-      must(e.finish(), "finish");
-      const double ms = us_since(t0) / 1e3;
-      tail_ms.push_back(ms - submit_ms.back());
-      return ms;
-    };
-    for (std::size_t ch = 0; ch < chains; ++ch) {  // warm-up
-      l.args[0].buffer = bufs[ch];
-      must(e.launch(l), "launch");
-    }
-    must(e.finish(), "finish");
     const std::uint64_t waits0 = e.stats().cross_queue_waits, fences0 = e.stats().fences,
                         reads0 = e.stats().status_queries;
     std::vector<double> t;
@@ -728,7 +771,7 @@ Json fig2(Ctx& c) {
         e.set_schedule_recorder([&](const uvcl::ScheduleEntry& s) {
           if (s.queue < per_queue.size()) ++per_queue[s.queue];
         });
-      t.push_back(run());
+      t.push_back(u.run());
       e.set_schedule_recorder({});
     }
     if (!window && (nq == 8 || nq == 16))
@@ -741,8 +784,8 @@ Json fig2(Ctx& c) {
     pt["speedup"] = bare1_ms / ms;
     pt["cross_queue_waits_per_rep"] =
         static_cast<double>(e.stats().cross_queue_waits - waits0) / static_cast<double>(reps);
-    pt["submit_ms"] = min_of(submit_ms);
-    pt["tail_ms"] = min_of(tail_ms);
+    pt["submit_ms"] = min_of(u.submit_ms());
+    pt["tail_ms"] = min_of(u.tail_ms());
     pt["fences_per_rep"] = static_cast<double>(e.stats().fences - fences0) / static_cast<double>(reps);
     pt["status_reads_per_rep"] = static_cast<double>(e.stats().status_queries - reads0) / static_cast<double>(reps);
     Json used = Json::array();
@@ -796,6 +839,28 @@ Json fig2(Ctx& c) {
   Json& one = add_row(fig, "2.one_queue", "one queue: wall time", "ms", false);
   one["uvcl"] = u1_ms;
   one["bare"] = bare1_ms;
+  // Head to head: uvcl's default and bare on 16 queues, fresh, taking turns
+  // rep by rep (the curves above run one after the other, and the host's
+  // speed drifts between them). The ratio of their times is the ratio of
+  // their speedups over one queue.
+  {
+    const int turns = c.pick(7, 3, 1);
+    Fig2Uvcl u(c, 0, std::nullopt, chains, length, wg, iters);
+    Fig2Bare b(c, chains, length, wg, iters);
+    b.run(16);  // warm-up
+    std::vector<double> ut, bt;
+    for (int r = 0; r < turns; ++r) {
+      ut.push_back(u.run());
+      bt.push_back(b.run(16));
+    }
+    Json& h = add_row(fig, "2.head_to_head", "uvcl (default queues) and bare (16 queues) taking turns: median wall time",
+                      "ms", false);
+    h["uvcl"] = median(ut);
+    h["bare"] = median(bt);
+    fig["head_to_head"]["uvcl_ms"] = Json::array_of(ut);
+    fig["head_to_head"]["bare_ms"] = Json::array_of(bt);
+    fig["head_to_head"]["uvcl_submit_ms"] = Json::array_of(u.submit_ms());
+  }
   return fig;
 }
 
