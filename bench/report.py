@@ -423,13 +423,13 @@ def cmd_doc(a):
     head = "| figure | target | " + " | ".join("%s" % n for n, _ in runs) + " |\n|---|---|" + "---|" * len(runs)
     o.append(head)
     for fid in FIGURE_ORDER:
-        per_run = [targets(fid, j.get("figures", {})) for _, j in runs]
-        n = max(len(t) for t in per_run) if per_run else 0
-        for i in range(n):
-            name = next((t[i][0] for t in per_run if i < len(t)), "")
-            cells = []
-            for t in per_run:
-                cells.append("%s: %s" % (yes(t[i][2]), t[i][1]) if i < len(t) else "—")
+        # By target name: a run may lack a target another has (a row added later).
+        per_run = [{t[0]: t for t in targets(fid, j.get("figures", {}))} for _, j in runs]
+        names = []
+        for by_name in per_run:
+            names += [n for n in by_name if n not in names]
+        for name in names:
+            cells = ["%s: %s" % (yes(t[name][2]), t[name][1]) if name in t else "—" for t in per_run]
             o.append("| %s | %s | %s |" % (fid, name, " | ".join(cells)))
     o.append("")
     o.append("## Reproduce\n")
