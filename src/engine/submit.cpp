@@ -183,17 +183,19 @@ void Submitter::flush_queues(DeviceCtx& d, Flush flush) {
     Queue& q = d.queues[qi];
     // A failed marker is tried again at the next flush (once per loop
     // iteration): until then its commands' completion is not observed.
-    const bool fenced = q.needs_fence && !q.in_flight.empty() && (all || q.unfenced >= kLongRun) && fence(d, qi) != nullptr;
-    if (q.unflushed != 0 && (all || fenced || q.unflushed >= kLongRun)) flush_queue(d, qi);
+    const bool fenced =
+        q.needs_fence && !q.in_flight.empty() && (all || q.unfenced >= kLongRun) && fence(d, qi) != nullptr;
+    if (q.unflushed == 0 || !(all || fenced || q.unflushed >= kLongRun)) continue;
+    if (cl_int rc = flush_queue(d, qi); rc != CL_SUCCESS)
+      e.lose_device(static_cast<std::uint32_t>(d.dev.info.index), cl::call_error(Status::KernelSync, "clFlush", rc));
   }
 }
 
-void Submitter::flush_queue(DeviceCtx& d, QueueIndex qi) {
+cl_int Submitter::flush_queue(DeviceCtx& d, QueueIndex qi) {
   Queue& q = d.queues[qi];
   q.unflushed = 0;
   ++e.counters.flushes;
-  if (cl_int rc = e.api->clFlush(q.queue); rc != CL_SUCCESS)
-    e.lose_device(static_cast<std::uint32_t>(d.dev.info.index), cl::call_error(Status::KernelSync, "clFlush", rc));
+  return e.api->clFlush(q.queue);
 }
 
 // Releases what a command held while it sat in the window.
@@ -367,8 +369,10 @@ bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const 
       return false;
     }
     // OpenCL requires a flush before another queue waits on an event.
+    // Its status is not acted on here, in the middle of a submission: a
+    // queue whose flushes fail loses its device at a window's end.
     if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].unflushed != 0)
-      flush_queue(d, waited.queue);
+      (void)flush_queue(d, waited.queue);
     events.push_back(ev);
   }
   return true;

@@ -49,7 +49,7 @@ struct Submitter {
   // Fences the queues whose last command has no event, then flushes the
   // queues with unflushed commands (all, or as Flush::LongRuns says).
   void flush_queues(DeviceCtx& d, Flush flush = Flush::All);
-  void flush_queue(DeviceCtx& d, QueueIndex q);
+  cl_int flush_queue(DeviceCtx& d, QueueIndex q);  // clFlush's status
   // A marker after the last command of queue q, which then carries it as
   // its event; nullptr if the marker could not be enqueued.
   cl_event fence(DeviceCtx& d, QueueIndex q);
