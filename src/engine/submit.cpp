@@ -76,8 +76,11 @@ CommandId Submitter::commit(std::uint32_t device) {
   if (d.window.full()) submit_window(device, Flush::LongRuns);
   // Issued from the caller's own loop callback after this iteration's
   // prepare step (a prepare handle of theirs that runs after the engine's):
-  // the window must still go out before the loop may block.
-  if (e.in_loop_io_phase && e.in_callback == 0 && !e.polling && e.handles) e.handles->submit_before_sleep();
+  // the window must still go out before the loop may block. A blocking
+  // call runs the loop as one callback level of its own; a level above it
+  // is a callback the engine delivers, whose work goes out after it.
+  const int loop_level = e.in_blocking_run ? 1 : 0;
+  if (e.in_loop_io_phase && e.in_callback == loop_level && !e.polling && e.handles) e.handles->submit_before_sleep();
   e.update_busy();
   return id;
 }

@@ -643,35 +643,59 @@ struct CopyingFrame {
 // comes after the engine's prepare step, which submits windows: the loop
 // must not block with that work still in its window (it would wait there
 // for the poll timer, a millisecond, or forever with nothing else in
-// flight).
-TEST(CoreLoop, WorkIssuedAfterTheEnginesPrepareStepDoesNotWaitForTheLoopToBlock) {
+// flight). Once armed, the handle issues one copy and notes how long the
+// loop would then block.
+struct LatePrepareFrame : CopyingFrame {
   uv_loop_t loop;
-  ASSERT_EQ(uv_loop_init(&loop), 0);
-  struct Frame : CopyingFrame {
-    bool armed = false;
-    std::uint64_t timeout_after_issue = 1;  // uv_backend_timeout right after issuing, in ms
-  } frame;
   uv_prepare_t users;
-  uv_prepare_init(&loop, &users);
-  users.data = &frame;
-  uv_prepare_start(&users, [](uv_prepare_t* p) {
-    auto& f = *static_cast<Frame*>(p->data);
-    if (!f.armed) return;
-    f.copy();
-    f.timeout_after_issue = static_cast<std::uint64_t>(uv_backend_timeout(p->loop));
-    uv_prepare_stop(p);
-  });
-  ASSERT_NO_FATAL_FAILURE(frame.start(&loop, test_config()));
+  bool armed = false;
+  std::uint64_t timeout_after_issue = 1;  // uv_backend_timeout right after issuing, in ms
+  void open() {
+    ASSERT_EQ(uv_loop_init(&loop), 0);
+    uv_prepare_init(&loop, &users);
+    users.data = this;
+    uv_prepare_start(&users, [](uv_prepare_t* p) {
+      auto& f = *static_cast<LatePrepareFrame*>(p->data);
+      if (!f.armed) return;
+      f.copy();
+      f.timeout_after_issue = static_cast<std::uint64_t>(uv_backend_timeout(p->loop));
+      uv_prepare_stop(p);
+    });
+    ASSERT_NO_FATAL_FAILURE(start(&loop, test_config()));
+  }
+  void close() {
+    engine.reset();
+    uv_close(reinterpret_cast<uv_handle_t*>(&users), nullptr);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    EXPECT_EQ(uv_loop_close(&loop), 0);
+  }
+};
+
+TEST(CoreLoop, WorkIssuedAfterTheEnginesPrepareStepDoesNotWaitForTheLoopToBlock) {
+  LatePrepareFrame frame;
+  ASSERT_NO_FATAL_FAILURE(frame.open());
   {
     Watchdog wd("a copy issued after the engine's prepare step", 30);
     frame.armed = true;
-    while (frame.copies == 0) uv_run(&loop, UV_RUN_ONCE);
+    while (frame.copies == 0) uv_run(&frame.loop, UV_RUN_ONCE);
   }
   EXPECT_EQ(frame.timeout_after_issue, 0u) << "the loop would have blocked with the copy in its window";
-  frame.engine.reset();
-  uv_close(reinterpret_cast<uv_handle_t*>(&users), nullptr);
-  uv_run(&loop, UV_RUN_DEFAULT);
-  EXPECT_EQ(uv_loop_close(&loop), 0);
+  frame.close();
+}
+
+// The same inside a blocking call, which runs the caller's loop: the copy
+// waited in its window for the engine's poll timer.
+TEST(CoreLoop, WorkIssuedAfterTheEnginesPrepareStepInsideABlockingCallDoesNotWait) {
+  LatePrepareFrame frame;
+  ASSERT_NO_FATAL_FAILURE(frame.open());
+  {
+    Watchdog wd("a copy issued after the engine's prepare step inside finish()", 30);
+    frame.armed = true;
+    ASSERT_TRUE(frame.engine->finish().ok());  // its loop iterations run the caller's prepare handle
+    EXPECT_EQ(frame.timeout_after_issue, 0u) << "the loop would have blocked with the copy in its window";
+    while (frame.copies == 0) uv_run(&frame.loop, UV_RUN_ONCE);
+  }
+  frame.close();
 }
 
 // Active idle handles on `loop` (uv_walk: the loop's own bookkeeping).
