@@ -128,8 +128,9 @@ struct Config {
   // this many microseconds after the previous read returned, with no
   // prepare step of the loop in between: such a burst of reads stays in the
   // window and is submitted together when the window fills, at the prepare
-  // step or at the end of poll() — one submission and flush per window, not
-  // per read. 0: every read is submitted at once. nullopt ("auto"):
+  // step or at the end of poll() — one submission per window and at most
+  // one flush per queue, not one per read. 0: every read is submitted at
+  // once. nullopt ("auto"):
   // kAutoReadBurstUs on GPUs and accelerators, where a flush costs more than
   // a small read; 0 on CPU devices, where the device's threads share the
   // host's cores and a burst's enqueues, all at once, compete with them.

@@ -151,8 +151,10 @@ struct ScheduleEntry {
 struct EngineStats {
   std::uint64_t launches = 0, writes = 0, reads = 0, copies = 0;
   std::uint64_t bytes_to_device = 0, bytes_from_device = 0, bytes_copied = 0;
-  // flushes: clFlush calls, one per queue a window submission used, and one
-  // before another queue waits on an event of a queue not yet flushed.
+  // flushes: clFlush calls: at a window's submission, one per queue with
+  // unflushed commands (a window that filled while the caller issues: only
+  // queues with long runs of them), and one before another queue waits on
+  // an event of a queue not yet flushed.
   std::uint64_t submitted = 0, failed = 0, flushes = 0, cross_queue_waits = 0;
   // clGetEventInfo status reads, each a driver call: hazard checks at
   // submission, completion polling, a cross-device copy's waits and chunks.

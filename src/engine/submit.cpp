@@ -122,19 +122,21 @@ void Submitter::record(std::uint32_t device, Command& c) {
 }
 
 void Submitter::submit_all() {
-  for (std::uint32_t i = 0; i < e.devices.size(); ++i) {
-    submit_window(i);
-    // What full windows left unfenced and unflushed, when there was no
-    // window left to submit.
-    flush_queues(*e.devices[i]);
-  }
+  for (std::uint32_t i = 0; i < e.devices.size(); ++i) submit_window(i);
 }
 
 void Submitter::submit_window(std::uint32_t device, Flush flush) {
   DeviceCtx& d = *e.devices[device];
   // Nested (from engine code run while submitting): what it added sits in
   // the window behind the commands being submitted; the loop below takes it.
-  if (d.window.empty() || d.submitting) return;
+  if (d.submitting) return;
+  if (d.window.empty()) {
+    // What full windows left unfenced and unflushed goes now: a sync point
+    // whose own commit filled its window, a drain, a poll(), the loop's
+    // step before it may sleep.
+    if (flush == Flush::All) flush_queues(d);
+    return;
+  }
   d.submitting = true;
   const SettledReads outer_settled = std::exchange(settled_, {});  // another device's, if nested
   const std::uint64_t t0 = e.trace ? uv_hrtime() : 0;
@@ -372,8 +374,9 @@ bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const 
       return false;
     }
     // OpenCL requires a flush before another queue waits on an event.
-    // Its status is not acted on here, in the middle of a submission: a
-    // queue whose flushes fail loses its device at a window's end.
+    // Its status is not acted on here, in the middle of a submission (as
+    // before this flush had a function of its own): only a window's flush
+    // that fails loses the device.
     if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].unflushed != 0)
       (void)flush_queue(d, waited.queue);
     events.push_back(ev);

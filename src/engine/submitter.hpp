@@ -39,8 +39,10 @@ struct Submitter {
   // window with the burst's other reads, submitted together when the window
   // fills or before the loop next waits.
   void submit_read(std::uint32_t device);
-  // Every window, then every queue fenced and flushed: what the engine's
-  // step, a blocking call, poll() and drain() do before they wait.
+  // Every window, each followed by every queue of its device fenced and
+  // flushed (submit_window with Flush::All does that even for an empty
+  // window): what the engine's step, a blocking call, poll() and drain() do
+  // before they wait.
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);
   void fail_unsubmitted(const Command& c, Error error);

@@ -791,6 +791,27 @@ TEST(CoreLoop, ReadsIssuedFromPollsCallbacksGoOutInThatPoll) {
   });
 }
 
+// A sync point (a read) whose own commit fills its window goes out with
+// that window, which fences and flushes only long runs: the read must
+// still be flushed before read() returns, not at the loop's next step.
+TEST_F(Core, ASyncPointThatFillsItsWindowIsFlushedAtOnce) {
+  Config c = test_config(4);
+  c.window = 10;
+  c.read_burst_us = 0;  // every read is a sync point
+  make_engine(c);
+  std::vector<Buffer> bufs;
+  for (int i = 0; i < 3; ++i) bufs.push_back(eng().allocate(0, 64).value());
+  ASSERT_TRUE(eng().finish().ok());
+  const std::uint64_t flushes0 = eng().stats().flushes, submitted0 = eng().stats().submitted;
+  for (std::uint32_t i = 0; i < 9; ++i)  // the read below is the window's tenth command
+    ASSERT_TRUE(eng().fill(bufs[i % 2], std::as_bytes(std::span(&i, 1)), 0, 64).ok());
+  bool got = false;
+  ASSERT_TRUE(eng().read(bufs[2], 0, 64, [&](Result<std::span<const std::byte>> r) { got = r.ok(); }).ok());
+  EXPECT_EQ(eng().stats().submitted - submitted0, 10u);
+  EXPECT_GT(eng().stats().flushes, flushes0) << "the read sat unflushed until the loop's next step";
+  ASSERT_TRUE(eng().run_until([&] { return got; }).ok());
+}
+
 // A game loop drives the engine with poll() alone. A burst whose windows
 // all filled went out while the caller issued, without a fence or a flush
 // per queue; drain() and poll() must fence and flush what it left, or its
