@@ -438,7 +438,7 @@ def cmd_doc(a):
              "scripts/bench.sh --quick    # the same, smaller (a few minutes)\n"
              "build-bench/bench/uvcl_bench --list-devices\n"
              "build-bench/bench/uvcl_bench --figure 3 --device N --json out.json\n"
-             "# where each launch's host time goes, per OpenCL entry point (figures 1, 2, 5, 5x, 6 and 10 add\n"
+             "# where each launch's host time goes, per OpenCL entry point (figures 1, 2, 5, 5x, 6, 10 and 11 add\n"
              "# \"driver\" tables), both sides timed through the same library:\n"
              "build-bench/bench/uvcl_bench --figure 2 --cl-library build-bench/bench/libuvcl_cl_timing.so\n"
              "# GPU machine: copy build-bench/bench/uvcl_bench and the libraries it links (libuvcl, libuv,\n"
