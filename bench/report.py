@@ -57,7 +57,9 @@ DESCRIPTIONS = {
          "bare from pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped) and from pageable memory (std::vector), "
          "blocking calls, and from pinned memory as a non-blocking call followed by clFinish (how uvcl issues "
          "it). The spin_us column repeats the alloc_host transfers and the copy with an engine whose loop polls "
-         "for completions (opencl.spin_us 20000) instead of waiting for the driver's completion callback.",
+         "for completions (opencl.spin_us 20000) instead of waiting for the driver's completion callback. "
+         "The 4 KiB transfers run in rounds (7 in the full suite), the three engines taking turns; each cell is "
+         "the median of the rounds.",
     "5x": "A copy between two devices. uvcl copy() stages it through pinned host memory in 4 MiB chunks, reads "
           "and writes overlapping; bare reads all of it into pinned memory, then writes it (blocking); "
           "bare_chunked is uvcl's scheme written by hand (4 MiB chunks through a ring of 4 pinned blocks, "

@@ -1312,6 +1312,296 @@ struct Waiter {
   }
 };
 
+// Figure 5's uvcl side: an engine (opencl.spin_us `spin_us`, or the
+// default) with its buffers and pinned host memory, kept for all rounds so
+// that the ways can take turns on the small transfers.
+class Fig5Uvcl {
+ public:
+  // Per round: microseconds per transfer.
+  struct Small {
+    std::vector<double> w_seq, wb_seq, r_seq, wh_seq, rh_seq, w_pipe, wb_pipe, r_pipe, wh_pipe, rh_pipe;
+  };
+  // GB/s per repetition.
+  struct Big {
+    std::vector<double> h2d_copy, h2d_borrow, h2d_host, d2h, d2h_host, d2d;
+  };
+
+  Fig5Uvcl(const Ctx& c, std::optional<unsigned> spin_us, std::size_t big, std::size_t small,
+           const std::vector<unsigned char>& host)
+      : e_(make_engine(c, 0, {}, std::nullopt, spin_us)), big_(big), small_(small), host_(host) {
+    const std::size_t d = c.local;
+    a_ = must(e_->allocate(d, big), "allocate");
+    b2_ = must(e_->allocate(d, big), "allocate");
+    s_ = must(e_->allocate(d, small), "allocate");
+    pinned_ = must(e_->alloc_host(d, big), "alloc_host");
+    std::memset(pinned_.bytes.data(), 1, big);
+  }
+  ~Fig5Uvcl() { (void)e_->release(pinned_); }
+  Fig5Uvcl(const Fig5Uvcl&) = delete;
+  Fig5Uvcl& operator=(const Fig5Uvcl&) = delete;
+
+  // `reps` large transfers of each kind, after one to warm up (staging
+  // blocks are created then).
+  void big(int reps, Big& out) {
+    for (int r = 0; r <= reps; ++r) {
+      const double wc = write_from(a_, host_span(big_), uvcl::WriteMode::Copy);
+      const double wb = write_from(a_, host_span(big_), uvcl::WriteMode::Borrow);
+      const double wh = write_from(a_, pinned_.bytes.first(big_), uvcl::WriteMode::Borrow);
+      const double rd = read_from(a_, big_);
+      const double rh = read_pinned(a_, big_);
+      const double cp = copy_once(big_);
+      if (r == 0) continue;
+      out.h2d_copy.push_back(gbps(big_, wc));
+      out.h2d_borrow.push_back(gbps(big_, wb));
+      out.h2d_host.push_back(gbps(big_, wh));
+      out.d2h.push_back(gbps(big_, rd));
+      out.d2h_host.push_back(gbps(big_, rh));
+      out.d2d.push_back(gbps(big_, cp));
+    }
+  }
+
+  // One round of small transfers, `ops` of each kind.
+  void small_round(int ops, Small& out) {
+    auto seq = [&](auto&& op) {
+      op();
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) op();
+      return us_since(t0) / ops;
+    };
+    out.w_seq.push_back(seq([&] { write_from(s_, host_span(small_), uvcl::WriteMode::Copy); }));
+    out.wb_seq.push_back(seq([&] { write_from(s_, host_span(small_), uvcl::WriteMode::Borrow); }));
+    out.r_seq.push_back(seq([&] { read_from(s_, small_); }));
+    out.wh_seq.push_back(seq([&] { write_from(s_, pinned_.bytes.first(small_), uvcl::WriteMode::Borrow); }));
+    out.rh_seq.push_back(seq([&] { read_pinned(s_, small_); }));
+    out.wh_pipe.push_back(writes_back_to_back(ops, pinned_.bytes.first(small_), uvcl::WriteMode::Borrow));
+    out.rh_pipe.push_back(reads_into_back_to_back(ops));
+    out.w_pipe.push_back(writes_back_to_back(ops, host_span(small_), uvcl::WriteMode::Copy));
+    out.wb_pipe.push_back(writes_back_to_back(ops, host_span(small_), uvcl::WriteMode::Borrow));
+    out.r_pipe.push_back(reads_back_to_back(ops));
+  }
+
+  // Where a pipelined read's time goes, in a pass of its own: issuing it,
+  // what the engine asked of the driver for it, and the driver's time.
+  void read_detail(const Ctx& c, int ops, Json& per, Json& driver) {
+    driver_time(c, 1);
+    const uvcl::EngineStats s0 = e_->stats();
+    double issued = 0;
+    reads_back_to_back(ops, &issued);
+    const uvcl::EngineStats s1 = e_->stats();
+    per["issue_us"] = issued;
+    per["events"] = static_cast<double>(s1.events - s0.events) / ops;
+    per["fences"] = static_cast<double>(s1.fences - s0.fences) / ops;
+    per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / ops;
+    per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / ops;
+    per["polls"] = static_cast<double>(s1.polls - s0.polls) / ops;
+    per["spin_us"] = static_cast<double>(s1.spin_ns - s0.spin_ns) / 1e3 / ops;
+    driver = driver_time(c, ops);
+  }
+
+ private:
+  std::span<const std::byte> host_span(std::size_t n) const { return std::as_bytes(std::span(host_.data(), n)); }
+  // Issue -> completion seen, in microseconds.
+  template <class Issue>
+  double round_trip(const char* what, Issue&& issue) {
+    Waiter w;
+    const std::uint64_t t0 = now_ns();
+    must(issue(w), what);
+    must(e_->run_until([&] { return w.done; }), "run_until");
+    if (w.error) fail(std::string(what) + ": " + *w.error);
+    return static_cast<double>(w.t1 - t0) / 1e3;
+  }
+  static auto hit(Waiter& w) {
+    return [&w](auto r) { w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string())); };
+  }
+  double write_from(Buffer dst, std::span<const std::byte> src, uvcl::WriteMode mode) {
+    return round_trip("write", [&](Waiter& w) { return e_->write(dst, 0, src, mode, hit(w)); });
+  }
+  double read_pinned(Buffer src, std::size_t n) {
+    return round_trip("read_into", [&](Waiter& w) { return e_->read_into(src, 0, pinned_.bytes.first(n), hit(w)); });
+  }
+  double read_from(Buffer src, std::size_t n) {
+    return round_trip("read", [&](Waiter& w) { return e_->read(src, 0, n, hit(w)); });
+  }
+  double copy_once(std::size_t n) {
+    return round_trip("copy", [&](Waiter& w) { return e_->copy(a_, 0, b2_, 0, n, hit(w)); });
+  }
+  double writes_back_to_back(int ops, std::span<const std::byte> src, uvcl::WriteMode mode) {
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < ops; ++i) must(e_->write(s_, 0, src, mode), "write");
+    must(e_->finish(), "finish");
+    return us_since(t0) / ops;
+  }
+  double reads_into_back_to_back(int ops) {
+    int got = 0;
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < ops; ++i)
+      must(e_->read_into(s_, 0, pinned_.bytes.subspan(small_ * static_cast<std::size_t>(i % 64), small_),
+                         [&](Result<void>) { ++got; }),
+           "read_into");
+    must(e_->run_until([&] { return got == ops; }), "run_until");
+    return us_since(t0) / ops;
+  }
+  double reads_back_to_back(int ops, double* issued = nullptr) {
+    int got = 0;
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < ops; ++i)
+      must(e_->read(s_, 0, small_, [&](Result<std::span<const std::byte>>) { ++got; }), "read");
+    if (issued) *issued = us_since(t0) / ops;
+    must(e_->run_until([&] { return got == ops; }), "run_until");
+    return us_since(t0) / ops;
+  }
+
+  std::unique_ptr<Engine> e_;
+  std::size_t big_, small_;
+  const std::vector<unsigned char>& host_;
+  Buffer a_{}, b2_{}, s_{};
+  uvcl::HostMemory pinned_{};
+};
+
+// Figure 5's bare side: one in-order queue, its buffers and a mapped pinned
+// buffer, kept for all rounds as Fig5Uvcl is.
+class Fig5Bare {
+ public:
+  struct Small {
+    std::vector<double> w_pin, w_page, r_pin, r_page, w_pin_pipe, r_pin_pipe, r_pin_pipe_events;
+  };
+  struct Big {
+    std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async;
+  };
+
+  Fig5Bare(const Ctx& c, std::size_t big, std::size_t small, std::vector<unsigned char>& host,
+           std::vector<unsigned char>& back)
+      : b_(*c.api, c.dev(), 1), big_(big), small_(small), host_(host), back_(back) {
+    a_ = b_.buffer(big);
+    b2_ = b_.buffer(big);
+    s_ = b_.buffer(small);
+    pin_ = b_.buffer(big, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE);
+    cl_int rc = CL_SUCCESS;
+    hp_ = static_cast<unsigned char*>(
+        api().clEnqueueMapBuffer(q(), pin_, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, big, 0, nullptr, nullptr, &rc));
+    ck(rc, "clEnqueueMapBuffer");
+    std::memset(hp_, 1, big);
+  }
+  ~Fig5Bare() {
+    api().clEnqueueUnmapMemObject(q(), pin_, hp_, 0, nullptr, nullptr);
+    b_.finish();
+  }
+  Fig5Bare(const Fig5Bare&) = delete;
+  Fig5Bare& operator=(const Fig5Bare&) = delete;
+
+  void big(int reps, Big& out) {
+    for (int r = 0; r <= reps; ++r) {
+      const double wp = timed([&] { write(a_, big_, hp_, CL_TRUE); });
+      const double wg = timed([&] { write(a_, big_, host_.data(), CL_TRUE); });
+      const double wa = timed([&] {
+        write(a_, big_, hp_, CL_FALSE);
+        ck(api().clFinish(q()), "finish");
+      });
+      const double rp = timed([&] { read(a_, big_, hp_, CL_TRUE); });
+      const double ra = timed([&] {
+        read(a_, big_, hp_, CL_FALSE);
+        ck(api().clFinish(q()), "finish");
+      });
+      const double rg = timed([&] { read(a_, big_, back_.data(), CL_TRUE); });
+      const double cp = timed([&] {
+        ck(api().clEnqueueCopyBuffer(q(), a_, b2_, 0, 0, big_, 0, nullptr, nullptr), "copy");
+        ck(api().clFinish(q()), "finish");
+      });
+      if (r == 0) continue;
+      out.h2d_pin.push_back(gbps(big_, wp));
+      out.h2d_async.push_back(gbps(big_, wa));
+      out.d2h_async.push_back(gbps(big_, ra));
+      out.h2d_page.push_back(gbps(big_, wg));
+      out.d2h_pin.push_back(gbps(big_, rp));
+      out.d2h_page.push_back(gbps(big_, rg));
+      out.d2d.push_back(gbps(big_, cp));
+    }
+  }
+
+  void small_round(int ops, Small& out) {
+    auto seq = [&](auto&& op) {
+      op();
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) op();
+      return us_since(t0) / ops;
+    };
+    out.w_pin.push_back(seq([&] { write(s_, small_, hp_, CL_TRUE); }));
+    out.w_page.push_back(seq([&] { write(s_, small_, host_.data(), CL_TRUE); }));
+    out.r_pin.push_back(seq([&] { read(s_, small_, hp_, CL_TRUE); }));
+    out.r_page.push_back(seq([&] { read(s_, small_, back_.data(), CL_TRUE); }));
+    {
+      const std::uint64_t t0 = now_ns();
+      for (int i = 0; i < ops; ++i) write(s_, small_, hp_, CL_FALSE);
+      ck(api().clFinish(q()), "finish");
+      out.w_pin_pipe.push_back(us_since(t0) / ops);
+    }
+    out.r_pin_pipe.push_back(reads_back_to_back(ops));
+    out.r_pin_pipe_events.push_back(reads_with_events(ops));
+  }
+
+  // The pipelined reads again, in passes of their own for the driver's time.
+  void read_detail(const Ctx& c, int ops, Json& fig) {
+    driver_time(c, 1);
+    double issued = 0;
+    reads_back_to_back(ops, &issued);
+    fig["bare_pipelined_read_issue_us"] = issued;
+    fig["driver"]["bare_reads"] = driver_time(c, ops);
+    driver_time(c, 1);
+    reads_with_events(ops);
+    fig["driver"]["bare_reads_events"] = driver_time(c, ops);
+  }
+
+ private:
+  const uvcl::cl::Api& api() const { return b_.api; }
+  cl_command_queue q() const { return b_.q(); }
+  template <class Op>
+  static double timed(Op&& op) {
+    const std::uint64_t t0 = now_ns();
+    op();
+    return us_since(t0);
+  }
+  void write(cl_mem m, std::size_t n, const void* src, cl_bool blocking) {
+    ck(api().clEnqueueWriteBuffer(q(), m, blocking, 0, n, src, 0, nullptr, nullptr), "write");
+  }
+  void read(cl_mem m, std::size_t n, void* dst, cl_bool blocking) {
+    ck(api().clEnqueueReadBuffer(q(), m, blocking, 0, n, dst, 0, nullptr, nullptr), "read");
+  }
+  unsigned char* block(int i) const { return hp_ + small_ * static_cast<std::size_t>(i % 64); }
+  double reads_back_to_back(int ops, double* issued = nullptr) {
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < ops; ++i) read(s_, small_, block(i), CL_FALSE);
+    if (issued) *issued = us_since(t0) / ops;
+    ck(api().clFinish(q()), "finish");
+    return us_since(t0) / ops;
+  }
+  // The driver calls uvcl makes for each awaited read: an event, a flush (a
+  // read is a sync point), a status read and a release.
+  double reads_with_events(int ops) {
+    std::vector<cl_event> evs(static_cast<std::size_t>(ops), nullptr);
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < ops; ++i) {
+      ck(api().clEnqueueReadBuffer(q(), s_, CL_FALSE, 0, small_, block(i), 0, nullptr,
+                                   &evs[static_cast<std::size_t>(i)]),
+         "read");
+      ck(api().clFlush(q()), "flush");
+    }
+    ck(api().clFinish(q()), "finish");
+    for (cl_event ev : evs) {
+      cl_int st = CL_QUEUED;
+      ck(api().clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr), "status");
+      api().clReleaseEvent(ev);
+    }
+    return us_since(t0) / ops;
+  }
+
+  Bare b_;
+  std::size_t big_, small_;
+  std::vector<unsigned char>& host_;
+  std::vector<unsigned char>& back_;
+  cl_mem a_ = nullptr, b2_ = nullptr, s_ = nullptr, pin_ = nullptr;
+  unsigned char* hp_ = nullptr;
+};
+
 // Figure 5 with opencl.spin_us: long enough to cover a 256 MiB transfer,
 // so the loop sees each completion itself rather than through the
 // driver's callback thread.
@@ -1321,11 +1611,14 @@ Json fig5(Ctx& c) {
   const std::size_t small = 4096;
   const int reps = c.pick(5, 3, 1);
   const int ops = c.pick(1000, 200, 10);
+  const int rounds = c.pick(7, 3, 1);
+  const int per_round = std::max(1, ops / rounds);
   Json fig = make_figure("5", "Transfers");
   fig["params"]["big_bytes"] = big;
   fig["params"]["small_bytes"] = small;
   fig["params"]["reps"] = reps;
-  fig["params"]["small_ops"] = ops;
+  fig["params"]["small_ops"] = per_round * rounds;
+  fig["params"]["small_rounds"] = rounds;
   column(fig, "uvcl", "uvcl (write: Copy mode; read; copy)");
   column(fig, "uvcl_borrow", "uvcl write, Borrow mode");
   column(fig, "uvcl_host", "uvcl, alloc_host memory (write Borrow; read_into)");
@@ -1340,242 +1633,28 @@ Json fig5(Ctx& c) {
   const std::string big_name = std::to_string(big >> 20) + " MiB";
 
   std::vector<unsigned char> host(big, 1), back(big, 0);
-  struct U {
-    std::vector<double> h2d_copy, h2d_borrow, h2d_host, d2h, d2h_host, d2d;
-    double small_w_seq = 0, small_wb_seq = 0, small_r_seq = 0, small_w_pipe = 0, small_r_pipe = 0, small_wb_pipe = 0;
-    double small_wh_seq = 0, small_rh_seq = 0, small_wh_pipe = 0, small_rh_pipe = 0;
-  };
-  auto measure_uvcl = [&](std::optional<unsigned> spin_us, U& u) {
-    auto eng = make_engine(c, 0, {}, std::nullopt, spin_us);
-    Engine& e = *eng;
-    const std::size_t d = c.local;
-    Buffer a = must(e.allocate(d, big), "allocate");
-    Buffer b2 = must(e.allocate(d, big), "allocate");
-    Buffer s = must(e.allocate(d, small), "allocate");
-    const uvcl::HostMemory pinned = must(e.alloc_host(d, big), "alloc_host");
-    std::memset(pinned.bytes.data(), 1, big);
-    auto span_of = [&](std::size_t n) { return std::as_bytes(std::span(host.data(), n)); };
-    auto write_from = [&](Buffer dst, std::span<const std::byte> src, uvcl::WriteMode mode) {
-      Waiter w;
-      const std::uint64_t t0 = now_ns();
-      must(e.write(dst, 0, src, mode, [&](Result<void> r) {
-        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
-      }), "write");
-      must(e.run_until([&] { return w.done; }), "run_until");
-      if (w.error) fail("write: " + *w.error);
-      return static_cast<double>(w.t1 - t0) / 1e3;
-    };
-    auto write_once = [&](Buffer dst, std::size_t n, uvcl::WriteMode mode) { return write_from(dst, span_of(n), mode); };
-    auto write_pinned = [&](Buffer dst, std::size_t n) {
-      return write_from(dst, pinned.bytes.first(n), uvcl::WriteMode::Borrow);
-    };
-    auto read_pinned = [&](Buffer src, std::size_t n) {
-      Waiter w;
-      const std::uint64_t t0 = now_ns();
-      must(e.read_into(src, 0, pinned.bytes.first(n), [&](Result<void> r) {
-        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
-      }), "read_into");
-      must(e.run_until([&] { return w.done; }), "run_until");
-      if (w.error) fail("read_into: " + *w.error);
-      return static_cast<double>(w.t1 - t0) / 1e3;
-    };
-    auto read_once = [&](Buffer src, std::size_t n) {
-      Waiter w;
-      const std::uint64_t t0 = now_ns();
-      must(e.read(src, 0, n, [&](Result<std::span<const std::byte>> r) {
-        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
-      }), "read");
-      must(e.run_until([&] { return w.done; }), "run_until");
-      if (w.error) fail("read: " + *w.error);
-      return static_cast<double>(w.t1 - t0) / 1e3;
-    };
-    auto copy_once = [&](std::size_t n) {
-      Waiter w;
-      const std::uint64_t t0 = now_ns();
-      must(e.copy(a, 0, b2, 0, n, [&](Result<void> r) {
-        w.hit(r ? std::nullopt : std::optional<std::string>(r.error().to_string()));
-      }), "copy");
-      must(e.run_until([&] { return w.done; }), "run_until");
-      if (w.error) fail("copy: " + *w.error);
-      return static_cast<double>(w.t1 - t0) / 1e3;
-    };
-    for (int r = 0; r <= reps; ++r) {  // rep 0 warms up (staging blocks are created then)
-      const double wc = write_once(a, big, uvcl::WriteMode::Copy);
-      const double wb = write_once(a, big, uvcl::WriteMode::Borrow);
-      const double wh = write_pinned(a, big);
-      const double rd = read_once(a, big);
-      const double rh = read_pinned(a, big);
-      const double cp = copy_once(big);
-      if (r == 0) continue;
-      u.h2d_copy.push_back(gbps(big, wc));
-      u.h2d_borrow.push_back(gbps(big, wb));
-      u.h2d_host.push_back(gbps(big, wh));
-      u.d2h.push_back(gbps(big, rd));
-      u.d2h_host.push_back(gbps(big, rh));
-      u.d2d.push_back(gbps(big, cp));
-    }
-    auto seq = [&](auto&& op) {
-      op();
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) op();
-      return us_since(t0) / ops;
-    };
-    u.small_w_seq = seq([&] { write_once(s, small, uvcl::WriteMode::Copy); });
-    u.small_wb_seq = seq([&] { write_once(s, small, uvcl::WriteMode::Borrow); });
-    u.small_r_seq = seq([&] { read_once(s, small); });
-    u.small_wh_seq = seq([&] { write_pinned(s, small); });
-    u.small_rh_seq = seq([&] { read_pinned(s, small); });
-    {
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) must(e.write(s, 0, pinned.bytes.first(small), uvcl::WriteMode::Borrow), "write");
-      must(e.finish(), "finish");
-      u.small_wh_pipe = us_since(t0) / ops;
-    }
-    {
-      int got = 0;
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i)
-        must(e.read_into(s, 0, pinned.bytes.subspan(small * static_cast<std::size_t>(i % 64), small),
-                         [&](Result<void>) { ++got; }),
-             "read_into");
-      must(e.run_until([&] { return got == ops; }), "run_until");
-      u.small_rh_pipe = us_since(t0) / ops;
-    }
-    {
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) must(e.write(s, 0, span_of(small), uvcl::WriteMode::Copy), "write");
-      must(e.finish(), "finish");
-      u.small_w_pipe = us_since(t0) / ops;
-    }
-    {
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) must(e.write(s, 0, span_of(small), uvcl::WriteMode::Borrow), "write");
-      must(e.finish(), "finish");
-      u.small_wb_pipe = us_since(t0) / ops;
-    }
-    {
-      int got = 0;
-      driver_time(c, 1);
-      const uvcl::EngineStats s0 = e.stats();
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) must(e.read(s, 0, small, [&](Result<std::span<const std::byte>>) { ++got; }), "read");
-      const double issued = us_since(t0) / ops;
-      must(e.run_until([&] { return got == ops; }), "run_until");
-      u.small_r_pipe = us_since(t0) / ops;
-      // Where a pipelined read's time goes: issuing it, and what the engine
-      // asked of the driver for it.
-      const uvcl::EngineStats s1 = e.stats();
-      Json& per = fig["uvcl_per_pipelined_read"][spin_us ? "spin" : "default"];
-      per["issue_us"] = issued;
-      per["events"] = static_cast<double>(s1.events - s0.events) / ops;
-      per["fences"] = static_cast<double>(s1.fences - s0.fences) / ops;
-      per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / ops;
-      per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / ops;
-      per["polls"] = static_cast<double>(s1.polls - s0.polls) / ops;
-      per["spin_us"] = static_cast<double>(s1.spin_ns - s0.spin_ns) / 1e3 / ops;
-      fig["driver"][spin_us ? "uvcl_reads_spin" : "uvcl_reads"] = driver_time(c, ops);
-    }
-    must(e.release(pinned), "release");
-  };
-  U u, us;
-  measure_uvcl(std::nullopt, u);
-  measure_uvcl(kFig5SpinUs, us);
-  struct B {
-    std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async;
-    double w_pin = 0, w_page = 0, r_pin = 0, r_page = 0, w_pin_pipe = 0, r_pin_pipe = 0, r_pin_pipe_events = 0;
-  } bb;
-  {
-    Bare b(*c.api, c.dev(), 1);
-    const uvcl::cl::Api& api = b.api;
-    cl_command_queue q = b.q();
-    cl_mem a = b.buffer(big), b2 = b.buffer(big), s = b.buffer(small);
-    cl_mem pin = b.buffer(big, CL_MEM_ALLOC_HOST_PTR | CL_MEM_READ_WRITE);
-    cl_int rc = CL_SUCCESS;
-    void* hp = api.clEnqueueMapBuffer(q, pin, CL_TRUE, CL_MAP_READ | CL_MAP_WRITE, 0, big, 0, nullptr, nullptr, &rc);
-    ck(rc, "clEnqueueMapBuffer");
-    std::memset(hp, 1, big);
-    auto timed = [&](auto&& op) {
-      const std::uint64_t t0 = now_ns();
-      op();
-      return us_since(t0);
-    };
-    for (int r = 0; r <= reps; ++r) {
-      const double wp = timed([&] { ck(api.clEnqueueWriteBuffer(q, a, CL_TRUE, 0, big, hp, 0, nullptr, nullptr), "write"); });
-      const double wg = timed([&] { ck(api.clEnqueueWriteBuffer(q, a, CL_TRUE, 0, big, host.data(), 0, nullptr, nullptr), "write"); });
-      const double wa = timed([&] {
-        ck(api.clEnqueueWriteBuffer(q, a, CL_FALSE, 0, big, hp, 0, nullptr, nullptr), "write");
-        ck(api.clFinish(q), "finish");
-      });
-      const double rp = timed([&] { ck(api.clEnqueueReadBuffer(q, a, CL_TRUE, 0, big, hp, 0, nullptr, nullptr), "read"); });
-      const double ra = timed([&] {
-        ck(api.clEnqueueReadBuffer(q, a, CL_FALSE, 0, big, hp, 0, nullptr, nullptr), "read");
-        ck(api.clFinish(q), "finish");
-      });
-      const double rg = timed([&] { ck(api.clEnqueueReadBuffer(q, a, CL_TRUE, 0, big, back.data(), 0, nullptr, nullptr), "read"); });
-      const double cp = timed([&] {
-        ck(api.clEnqueueCopyBuffer(q, a, b2, 0, 0, big, 0, nullptr, nullptr), "copy");
-        ck(api.clFinish(q), "finish");
-      });
-      if (r == 0) continue;
-      bb.h2d_pin.push_back(gbps(big, wp));
-      bb.h2d_async.push_back(gbps(big, wa));
-      bb.d2h_async.push_back(gbps(big, ra));
-      bb.h2d_page.push_back(gbps(big, wg));
-      bb.d2h_pin.push_back(gbps(big, rp));
-      bb.d2h_page.push_back(gbps(big, rg));
-      bb.d2d.push_back(gbps(big, cp));
-    }
-    auto seq = [&](auto&& op) {
-      op();
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) op();
-      return us_since(t0) / ops;
-    };
-    bb.w_pin = seq([&] { ck(api.clEnqueueWriteBuffer(q, s, CL_TRUE, 0, small, hp, 0, nullptr, nullptr), "write"); });
-    bb.w_page = seq([&] { ck(api.clEnqueueWriteBuffer(q, s, CL_TRUE, 0, small, host.data(), 0, nullptr, nullptr), "write"); });
-    bb.r_pin = seq([&] { ck(api.clEnqueueReadBuffer(q, s, CL_TRUE, 0, small, hp, 0, nullptr, nullptr), "read"); });
-    bb.r_page = seq([&] { ck(api.clEnqueueReadBuffer(q, s, CL_TRUE, 0, small, back.data(), 0, nullptr, nullptr), "read"); });
-    {
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) ck(api.clEnqueueWriteBuffer(q, s, CL_FALSE, 0, small, hp, 0, nullptr, nullptr), "write");
-      ck(api.clFinish(q), "finish");
-      bb.w_pin_pipe = us_since(t0) / ops;
-    }
-    {
-      driver_time(c, 1);
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i)
-        ck(api.clEnqueueReadBuffer(q, s, CL_FALSE, 0, small, static_cast<unsigned char*>(hp) + small * (i % 64), 0,
-                                   nullptr, nullptr),
-           "read");
-      fig["bare_pipelined_read_issue_us"] = us_since(t0) / ops;
-      ck(api.clFinish(q), "finish");
-      bb.r_pin_pipe = us_since(t0) / ops;
-      fig["driver"]["bare_reads"] = driver_time(c, ops);
-    }
-    {
-      // The driver calls uvcl makes for each awaited read: an event, a
-      // flush (a read is a sync point), a status read and a release.
-      std::vector<cl_event> evs(static_cast<std::size_t>(ops), nullptr);
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) {
-        ck(api.clEnqueueReadBuffer(q, s, CL_FALSE, 0, small, static_cast<unsigned char*>(hp) + small * (i % 64), 0,
-                                   nullptr, &evs[static_cast<std::size_t>(i)]),
-           "read");
-        ck(api.clFlush(q), "flush");
-      }
-      ck(api.clFinish(q), "finish");
-      for (cl_event ev : evs) {
-        cl_int st = CL_QUEUED;
-        ck(api.clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof st, &st, nullptr), "status");
-        api.clReleaseEvent(ev);
-      }
-      bb.r_pin_pipe_events = us_since(t0) / ops;
-      fig["driver"]["bare_reads_events"] = driver_time(c, ops);
-    }
-    api.clEnqueueUnmapMemObject(q, pin, hp, 0, nullptr, nullptr);
-    b.finish();
+  Fig5Uvcl uv(c, std::nullopt, big, small, host);
+  Fig5Uvcl uvs(c, kFig5SpinUs, big, small, host);
+  Fig5Bare bare(c, big, small, host, back);
+  Fig5Uvcl::Big u, us;
+  Fig5Bare::Big bb;
+  uv.big(reps, u);
+  uvs.big(reps, us);
+  bare.big(reps, bb);
+  // The small transfers take turns, round by round (medians): a few
+  // microseconds each, they follow the host's speed, which drifts within a
+  // run.
+  Fig5Uvcl::Small su, sus;
+  Fig5Bare::Small sb;
+  for (int r = 0; r < rounds; ++r) {
+    uv.small_round(per_round, su);
+    uvs.small_round(per_round, sus);
+    bare.small_round(per_round, sb);
   }
+  uv.read_detail(c, ops, fig["uvcl_per_pipelined_read"]["default"], fig["driver"]["uvcl_reads"]);
+  uvs.read_detail(c, ops, fig["uvcl_per_pipelined_read"]["spin"], fig["driver"]["uvcl_reads_spin"]);
+  bare.read_detail(c, ops, fig);
+
   Json& h2d = add_row(fig, "5.h2d", "host -> device, " + big_name, "GB/s", true);
   h2d["uvcl"] = median(u.h2d_copy);
   h2d["uvcl_borrow"] = median(u.h2d_borrow);
@@ -1598,32 +1677,32 @@ Json fig5(Ctx& c) {
   d2d["bare"] = median(bb.d2d);
   Json& ws = add_row(fig, "5.h2d_small", "host -> device, 4 KiB, one at a time (issue -> completion seen)", "us",
                      false);
-  ws["uvcl"] = u.small_w_seq;
-  ws["uvcl_borrow"] = u.small_wb_seq;
-  ws["uvcl_host"] = u.small_wh_seq;
-  ws["uvcl_host_spin"] = us.small_wh_seq;
-  ws["bare"] = bb.w_pin;
-  ws["bare_pageable"] = bb.w_page;
+  ws["uvcl"] = median(su.w_seq);
+  ws["uvcl_borrow"] = median(su.wb_seq);
+  ws["uvcl_host"] = median(su.wh_seq);
+  ws["uvcl_host_spin"] = median(sus.wh_seq);
+  ws["bare"] = median(sb.w_pin);
+  ws["bare_pageable"] = median(sb.w_page);
   Json& rs = add_row(fig, "5.d2h_small", "device -> host, 4 KiB, one at a time (issue -> data on host)", "us", false);
-  rs["uvcl"] = u.small_r_seq;
-  rs["uvcl_host"] = u.small_rh_seq;
-  rs["uvcl_host_spin"] = us.small_rh_seq;
-  rs["bare"] = bb.r_pin;
-  rs["bare_pageable"] = bb.r_page;
-  Json& wp = add_row(fig, "5.h2d_small_pipelined", "host -> device, 4 KiB, " + std::to_string(ops) +
+  rs["uvcl"] = median(su.r_seq);
+  rs["uvcl_host"] = median(su.rh_seq);
+  rs["uvcl_host_spin"] = median(sus.rh_seq);
+  rs["bare"] = median(sb.r_pin);
+  rs["bare_pageable"] = median(sb.r_page);
+  Json& wp = add_row(fig, "5.h2d_small_pipelined", "host -> device, 4 KiB, " + std::to_string(per_round) +
                                                       " back to back: time per transfer", "us", false);
-  wp["uvcl"] = u.small_w_pipe;
-  wp["uvcl_borrow"] = u.small_wb_pipe;
-  wp["uvcl_host"] = u.small_wh_pipe;
-  wp["uvcl_host_spin"] = us.small_wh_pipe;
-  wp["bare"] = bb.w_pin_pipe;
-  Json& rp = add_row(fig, "5.d2h_small_pipelined", "device -> host, 4 KiB, " + std::to_string(ops) +
+  wp["uvcl"] = median(su.w_pipe);
+  wp["uvcl_borrow"] = median(su.wb_pipe);
+  wp["uvcl_host"] = median(su.wh_pipe);
+  wp["uvcl_host_spin"] = median(sus.wh_pipe);
+  wp["bare"] = median(sb.w_pin_pipe);
+  Json& rp = add_row(fig, "5.d2h_small_pipelined", "device -> host, 4 KiB, " + std::to_string(per_round) +
                                                       " back to back: time per transfer", "us", false);
-  rp["uvcl"] = u.small_r_pipe;
-  rp["uvcl_host"] = u.small_rh_pipe;
-  rp["uvcl_host_spin"] = us.small_rh_pipe;
-  rp["bare"] = bb.r_pin_pipe;
-  rp["bare_events"] = bb.r_pin_pipe_events;
+  rp["uvcl"] = median(su.r_pipe);
+  rp["uvcl_host"] = median(su.rh_pipe);
+  rp["uvcl_host_spin"] = median(sus.rh_pipe);
+  rp["bare"] = median(sb.r_pin_pipe);
+  rp["bare_events"] = median(sb.r_pin_pipe_events);
   return fig;
 }
 
