@@ -6,7 +6,6 @@
 //   process_...    outcomes from the command graph (failures follow the data)
 //   finalize       once per command, when its outcome is known AND its device
 //                  work has ended: the user's callback runs here
-#include <cassert>
 #include <iterator>
 
 #include "engine/engine_impl.hpp"
@@ -20,12 +19,6 @@ void CL_CALLBACK on_cl_event(cl_event, cl_int, void* token) {
 }
 
 // --- the record -------------------------------------------------------------
-
-void Completion::transition(CommandRec& r, sched::CommandEvent ev) {
-  const auto to = sched::next(r.state, ev);
-  assert(to && "illegal command transition");
-  if (to) r.state = *to;
-}
 
 void Completion::make_final(CommandRec& r) {
   transition(r, sched::CommandEvent::Finalize);
@@ -208,7 +201,7 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   }
   if (parked) {
     std::optional<Error> outcome = std::move(r.outcome);
-    finalize(id, outcome);
+    finalize(r, id, outcome);
   }
 }
 
@@ -285,7 +278,7 @@ void Completion::deliver_outcome(sched::CommandGraph::Outcome& o) {
     return;
   }
   if (r->state == S::DeviceDone) transition(*r, sched::CommandEvent::Outcome);
-  finalize(o.id, o.error);
+  finalize(*r, o.id, o.error);
 }
 
 void Completion::process_outcomes() {
@@ -344,10 +337,11 @@ void Completion::deliver_outcomes() {
   outcome_spares.push_back(std::move(batch));
 }
 
-void Completion::finalize(CommandId id, const std::optional<Error>& error) {
-  if (FinalHook hook = std::move(e.commands.find(id)->hook))
-    in_user_callback(e, [&] { hook(id, error); });
-  make_final(*e.commands.find(id));  // still stored: only final records are dropped
+void Completion::finalize(CommandRec& r, CommandId id, const std::optional<Error>& error) {
+  // The hook may add commands: records never move, and this one, not final
+  // yet, is not dropped meanwhile.
+  if (FinalHook hook = std::move(r.hook)) in_user_callback(e, [&] { hook(id, error); });
+  make_final(r);
 }
 
 }  // namespace uvcl

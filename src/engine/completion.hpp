@@ -3,6 +3,7 @@
 // finalization (completion.cpp).
 #pragma once
 
+#include <cassert>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -60,10 +61,14 @@ struct Completion {
   bool delivering = false;
   std::uint64_t delivering_since_ns = 0;
   void deliver_outcome(sched::CommandGraph::Outcome& o);
-  void finalize(CommandId id, const std::optional<Error>& error);
+  void finalize(CommandRec& r, CommandId id, const std::optional<Error>& error);
   // The record's state machine: every move goes through here; an illegal
   // one is a bug in the engine (asserted in debug builds).
-  void transition(CommandRec& r, sched::CommandEvent ev);
+  static void transition(CommandRec& r, sched::CommandEvent ev) {
+    const auto to = sched::next(r.state, ev);
+    assert(to && "illegal command transition");
+    if (to) r.state = *to;
+  }
   // Final: drops it (and the final ones after it) once every older command
   // is final too.
   void make_final(CommandRec& r);

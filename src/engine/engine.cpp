@@ -203,7 +203,7 @@ void Engine::Impl::shutdown() {
       if (r->state != sched::CommandState::Failed && r->state != sched::CommandState::Cancelled &&
           r->state != sched::CommandState::OutcomeKnown)
         completion.transition(*r, sched::CommandEvent::Cancel);
-      completion.finalize(id, error);
+      completion.finalize(*r, id, error);
     }
   }
 

@@ -267,8 +267,7 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
     const CommandId p = b.hazards.writer->id;
     if (std::find(producers.begin(), producers.end(), p) == producers.end()) producers.push_back(p);
   }
-  e.graph.add(c.id, producers.span());
-  if (!e.graph.state(c.id)) {  // an input's producer had failed: the graph failed it already
+  if (!e.graph.add(c.id, producers.span())) {  // an input's producer had failed: the graph failed it already
     discard_unsubmitted(e, c, Error{Status::KernelSync, "an input of it was produced by a failed command"});
     return false;
   }

@@ -16,10 +16,10 @@ void CommandGraph::transition(GraphNode& n, DependencyEvent e) {
   if (s) n.state = *s;
 }
 
-void CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
+bool CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
   GraphNode* made = nodes_.find(id);
   assert(made && !made->live && "a command is added once, with a node to hold it");
-  if (!made || made->live) return;
+  if (!made || made->live) return false;
   GraphNode& n = *made;
   n = GraphNode{};
   n.live = true;
@@ -36,7 +36,9 @@ void CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
     pn->dependents.push_back(id);
     ++n.pending_producers;
   }
-  if (inherited) fail(id, std::move(*inherited));
+  if (!inherited) return true;
+  fail(id, std::move(*inherited));
+  return false;
 }
 
 void CommandGraph::submitted(CommandId id) {
@@ -59,27 +61,27 @@ void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
     return;
   }
   transition(*n, DependencyEvent::Complete);
-  settle_from(id);
+  settle_from(id, *n);
 }
 
-void CommandGraph::settle_from(CommandId first) {
-  std::vector<CommandId>& work = work_;
-  work.assign(1, first);
+void CommandGraph::settle_from(CommandId first, GraphNode& node) {
+  // Nodes, not ids: each is looked up once, when it becomes a dependent to
+  // visit. None is dropped while settling (outcomes are only queued).
+  std::vector<std::pair<CommandId, GraphNode*>>& work = settle_work_;
+  work.assign(1, {first, &node});
   while (!work.empty()) {
-    const CommandId id = work.back();
+    const auto [id, n] = work.back();
     work.pop_back();
-    GraphNode* n = live(id);
-    if (!n || n->state != DependencyState::Complete || n->pending_producers != 0) continue;
-    const ScratchList<CommandId, 4> dependents = std::move(n->dependents);
-    retire(*n);
-    outcomes_.push_back(Outcome{id, std::nullopt});
-    for (CommandId d : dependents) {
+    if (!n->live || n->state != DependencyState::Complete || n->pending_producers != 0) continue;
+    for (CommandId d : n->dependents) {
       GraphNode* dn = live(d);
       if (!dn || dn->state == DependencyState::Failed) continue;
       assert(dn->pending_producers > 0);
       --dn->pending_producers;
-      work.push_back(d);
+      work.emplace_back(d, dn);
     }
+    retire(*n);
+    outcomes_.push_back(Outcome{id, std::nullopt});
   }
 }
 
@@ -90,7 +92,7 @@ void CommandGraph::fail_from(CommandId first, Error error) {
   // context naming the root: messages do not grow with the chain.
   Error downstream = error;
   downstream.context("input produced by failed command " + std::to_string(first));
-  std::vector<CommandId>& work = work_;
+  std::vector<CommandId>& work = fail_work_;
   work.assign(1, first);
   while (!work.empty()) {
     const CommandId id = work.back();

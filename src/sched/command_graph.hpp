@@ -15,6 +15,7 @@
 
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "sched/ids.hpp"
@@ -65,8 +66,9 @@ class CommandGraph {
   };
 
   // A new Pending command reading data produced by `producers` (unknown or
-  // already settled ids are ignored; a Failed producer fails it at once).
-  void add(CommandId id, std::span<const CommandId> producers);
+  // already settled ids are ignored; a Failed producer fails it at once:
+  // false).
+  bool add(CommandId id, std::span<const CommandId> producers);
   // Pending -> Submitted.
   void submitted(CommandId id);
   // The command's own event finished, with an error or not.
@@ -88,7 +90,7 @@ class CommandGraph {
  private:
   GraphNode* live(CommandId id) const;
   void transition(GraphNode& n, DependencyEvent e);
-  void settle_from(CommandId first);
+  void settle_from(CommandId first, GraphNode& node);
   void fail_from(CommandId first, Error error);
   void retire(GraphNode& n);
 
@@ -96,7 +98,9 @@ class CommandGraph {
   FailureSink* sink_ = nullptr;
   std::size_t live_ = 0;
   std::vector<Outcome> outcomes_;
-  std::vector<CommandId> work_;  // settle_from / fail_from's worklist, kept between calls
+  // Worklists, kept between calls.
+  std::vector<std::pair<CommandId, GraphNode*>> settle_work_;
+  std::vector<CommandId> fail_work_;
 };
 
 }  // namespace uvcl::sched

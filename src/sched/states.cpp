@@ -2,59 +2,6 @@
 
 namespace uvcl::sched {
 
-std::optional<CommandState> next(CommandState s, CommandEvent e) noexcept {
-  using S = CommandState;
-  using E = CommandEvent;
-  if (e == E::Cancel && (s == S::Pending || s == S::Submitted || s == S::DeviceDone || s == S::Parked))
-    return S::Cancelled;
-  if (e == E::Finalize && (s == S::OutcomeKnown || s == S::Failed || s == S::Cancelled)) return S::Final;
-  switch (s) {
-    case S::Pending:
-      if (e == E::Submit) return S::Submitted;
-      if (e == E::Fail) return S::Failed;
-      break;
-    case S::Submitted:
-      if (e == E::DeviceDone) return S::DeviceDone;
-      if (e == E::Outcome) return S::Parked;
-      break;
-    case S::DeviceDone:
-      if (e == E::Outcome) return S::OutcomeKnown;
-      break;
-    case S::Parked:
-      if (e == E::DeviceDone) return S::OutcomeKnown;
-      break;
-    default: break;
-  }
-  return std::nullopt;
-}
-
-bool device_done(CommandState s) noexcept { return s != CommandState::Pending && s != CommandState::Submitted && s != CommandState::Parked; }
-
-std::optional<DependencyState> next(DependencyState s, DependencyEvent e) noexcept {
-  using S = DependencyState;
-  using E = DependencyEvent;
-  switch (s) {
-    case S::Pending:
-      if (e == E::Submit) return S::Submitted;
-      if (e == E::Fail) return S::Failed;
-      break;
-    case S::Submitted:
-      if (e == E::Complete) return S::Complete;
-      if (e == E::Fail) return S::Failed;
-      break;
-    case S::Complete:
-      if (e == E::Fail) return S::Failed;
-      if (e == E::Retire) return S::Retired;
-      break;
-    case S::Failed:
-      if (e == E::Retire) return S::Retired;
-      break;
-    case S::Retired:
-      break;
-  }
-  return std::nullopt;
-}
-
 std::optional<BufferState> next(BufferState s, BufferEvent e) noexcept {
   if (s == BufferState::Live && e == BufferEvent::LastRelease) return BufferState::Dying;
   if (s == BufferState::Dying && e == BufferEvent::UsesDone) return BufferState::Freed;

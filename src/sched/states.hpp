@@ -25,13 +25,65 @@ namespace uvcl::sched {
 
 enum class CommandState : std::uint8_t { Pending, Submitted, DeviceDone, Parked, OutcomeKnown, Failed, Cancelled, Final };
 enum class CommandEvent : std::uint8_t { Submit, DeviceDone, Outcome, Fail, Cancel, Finalize };
-std::optional<CommandState> next(CommandState s, CommandEvent e) noexcept;
+
+// Defined in the header: a command takes several transitions, each with a
+// constant event the compiler folds into the caller.
+constexpr std::optional<CommandState> next(CommandState s, CommandEvent e) noexcept {
+  using S = CommandState;
+  using E = CommandEvent;
+  if (e == E::Cancel && (s == S::Pending || s == S::Submitted || s == S::DeviceDone || s == S::Parked))
+    return S::Cancelled;
+  if (e == E::Finalize && (s == S::OutcomeKnown || s == S::Failed || s == S::Cancelled)) return S::Final;
+  switch (s) {
+    case S::Pending:
+      if (e == E::Submit) return S::Submitted;
+      if (e == E::Fail) return S::Failed;
+      break;
+    case S::Submitted:
+      if (e == E::DeviceDone) return S::DeviceDone;
+      if (e == E::Outcome) return S::Parked;
+      break;
+    case S::DeviceDone:
+      if (e == E::Outcome) return S::OutcomeKnown;
+      break;
+    case S::Parked:
+      if (e == E::DeviceDone) return S::OutcomeKnown;
+      break;
+    default: break;
+  }
+  return std::nullopt;
+}
 // The device has finished with it (or it never reached the device).
-bool device_done(CommandState s) noexcept;
+constexpr bool device_done(CommandState s) noexcept {
+  return s != CommandState::Pending && s != CommandState::Submitted && s != CommandState::Parked;
+}
 
 enum class DependencyState { Pending, Submitted, Complete, Failed, Retired };
 enum class DependencyEvent { Submit, Complete, Fail, Retire };
-std::optional<DependencyState> next(DependencyState s, DependencyEvent e) noexcept;
+constexpr std::optional<DependencyState> next(DependencyState s, DependencyEvent e) noexcept {
+  using S = DependencyState;
+  using E = DependencyEvent;
+  switch (s) {
+    case S::Pending:
+      if (e == E::Submit) return S::Submitted;
+      if (e == E::Fail) return S::Failed;
+      break;
+    case S::Submitted:
+      if (e == E::Complete) return S::Complete;
+      if (e == E::Fail) return S::Failed;
+      break;
+    case S::Complete:
+      if (e == E::Fail) return S::Failed;
+      if (e == E::Retire) return S::Retired;
+      break;
+    case S::Failed:
+      if (e == E::Retire) return S::Retired;
+      break;
+    case S::Retired:
+      break;
+  }
+  return std::nullopt;
+}
 
 enum class BufferState { Live, Dying, Freed };
 enum class BufferEvent { LastRelease, UsesDone };
