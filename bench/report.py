@@ -66,7 +66,8 @@ DESCRIPTIONS = {
           "waits spinning on the event status).",
     "6": "Per iteration: allocate a 64 KiB temporary, a kernel writes it, a kernel reads it, release it (the "
          "release happens while both kernels are in flight). Against the same loop keeping every temporary "
-         "alive until the end.",
+         "alive until the end. uvcl and bare take turns, repetition by repetition (7 in the full suite; "
+         "medians).",
     "7": "Build of a ~2 KB program (8 kernels). Cold: a source no cache has seen (a comment with a random "
          "number). Warm: the same source again. 'ready' adds kernel creation, a first launch and a 4-byte "
          "read-back (PoCL finishes code generation at the first launch). uvcl with opencl.cache_dir: warm means "

@@ -1920,114 +1920,144 @@ Json fig5x(Ctx& c) {
 // Figure 6: frees in flight
 // =====================================================================
 
+// Figure 6's uvcl side: an engine with its kernels and the long-lived
+// buffers, kept for all repetitions so that the ways can take turns.
+class Fig6Uvcl {
+ public:
+  Fig6Uvcl(const Ctx& c, std::size_t items) : e_(make_engine(c)), device_(c.local), bytes_(items * sizeof(float)) {
+    Program p = must(e_->compile_sync(device_, kKernels), "compile");
+    io_ = zeroed_buffers(*e_, device_, 2, bytes_);
+    produce_.kernel = must(e_->kernel(p, "produce"), "kernel");
+    produce_.global = {items};
+    consume_.kernel = must(e_->kernel(p, "consume"), "kernel");
+    consume_.global = {items};
+  }
+  Engine& engine() { return *e_; }
+  // Microseconds per iteration; the temporaries released in the loop, or
+  // kept until its end.
+  double run(int iters, bool frees) {
+    std::vector<Buffer> kept;
+    kept.reserve(static_cast<std::size_t>(iters));
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < iters; ++i) {
+      Buffer t = must(e_->allocate(device_, bytes_), "allocate");
+      produce_.args = {KernelArg::of(t), KernelArg::of(io_[0])};
+      consume_.args = {KernelArg::of(io_[1]), KernelArg::of(t)};
+      must(e_->launch(produce_), "launch");
+      must(e_->launch(consume_), "launch");
+      if (frees) must(e_->release(t), "release");
+      else kept.push_back(t);
+    }
+    must(e_->finish(), "finish");
+    const double us = us_since(t0) / iters;
+    for (Buffer t : kept) must(e_->release(t), "release");
+    must(e_->finish(), "finish");
+    return us;
+  }
+
+ private:
+  std::unique_ptr<Engine> e_;
+  std::size_t device_;
+  std::size_t bytes_;
+  std::vector<Buffer> io_;
+  Launch produce_, consume_;
+};
+
+// Figure 6's bare side: one in-order queue, no events.
+class Fig6Bare {
+ public:
+  Fig6Bare(const Ctx& c, std::size_t items) : b_(*c.api, c.dev(), 1), items_(items), bytes_(items * sizeof(float)) {
+    cl_program p = b_.build(kKernels);
+    produce_ = b_.kernel(p, "produce");
+    consume_ = b_.kernel(p, "consume");
+    in_ = b_.buffer(bytes_);
+    out_ = b_.buffer(bytes_);
+    b_.zero(in_, bytes_);
+    b_.zero(out_, bytes_);
+  }
+  double run(int iters, bool frees) {
+    const uvcl::cl::Api& api = b_.api;
+    std::vector<cl_mem> kept;
+    kept.reserve(static_cast<std::size_t>(iters));
+    const std::uint64_t t0 = now_ns();
+    for (int i = 0; i < iters; ++i) {
+      cl_mem t = b_.buffer(bytes_, CL_MEM_READ_WRITE, false);
+      b_.arg(produce_, 0, t);
+      b_.arg(produce_, 1, in_);
+      ck(api.clEnqueueNDRangeKernel(b_.q(), produce_, 1, nullptr, &items_, nullptr, 0, nullptr, nullptr), "enqueue");
+      b_.arg(consume_, 0, out_);
+      b_.arg(consume_, 1, t);
+      ck(api.clEnqueueNDRangeKernel(b_.q(), consume_, 1, nullptr, &items_, nullptr, 0, nullptr, nullptr), "enqueue");
+      if (frees) api.clReleaseMemObject(t);
+      else kept.push_back(t);
+    }
+    b_.finish();
+    const double us = us_since(t0) / iters;
+    for (cl_mem t : kept) api.clReleaseMemObject(t);
+    return us;
+  }
+
+ private:
+  Bare b_;
+  std::size_t items_, bytes_;
+  cl_kernel produce_ = nullptr, consume_ = nullptr;
+  cl_mem in_ = nullptr, out_ = nullptr;
+};
+
 Json fig6(Ctx& c) {
   const int iters = c.pick(2000, 400, 20);
-  const int reps = c.pick(3, 2, 1);
+  const int reps = c.pick(7, 3, 1);
   const std::size_t items = 16384;
-  const std::size_t bytes = items * sizeof(float);
   Json fig = make_figure("6", "Frees in flight: allocate -> 2 kernels -> release, per iteration");
   fig["params"]["iterations"] = iters;
-  fig["params"]["temp_bytes"] = bytes;
+  fig["params"]["temp_bytes"] = items * sizeof(float);
   fig["params"]["reps"] = reps;
   column(fig, "uvcl", "uvcl");
   column(fig, "bare", "bare");
   column(fig, "pyopencl", "pyopencl");
+  Fig6Uvcl uv(c, items);
+  Fig6Bare bare(c, items);
+  uv.run(iters, true);  // warm-up
+  bare.run(iters, true);
   std::vector<double> uw, un, bw, bn;
-  {
-    auto eng = make_engine(c);
-    Engine& e = *eng;
-    const std::size_t d = c.local;
-    Program p = must(e.compile_sync(d, kKernels), "compile");
-    Kernel produce = must(e.kernel(p, "produce"), "kernel");
-    Kernel consume = must(e.kernel(p, "consume"), "kernel");
-    std::vector<Buffer> io = zeroed_buffers(e, d, 2, bytes);
-    Launch lp, lc;
-    lp.kernel = produce;
-    lp.global = {items};
-    lc.kernel = consume;
-    lc.global = {items};
-    auto run = [&](bool frees) {
-      std::vector<Buffer> kept;
-      kept.reserve(static_cast<std::size_t>(iters));
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < iters; ++i) {
-        Buffer t = must(e.allocate(d, bytes), "allocate");
-        lp.args = {KernelArg::of(t), KernelArg::of(io[0])};
-        lc.args = {KernelArg::of(io[1]), KernelArg::of(t)};
-        must(e.launch(lp), "launch");
-        must(e.launch(lc), "launch");
-        if (frees) must(e.release(t), "release");
-        else kept.push_back(t);
-      }
-      must(e.finish(), "finish");
-      const double us = us_since(t0) / iters;
-      for (Buffer t : kept) must(e.release(t), "release");
-      must(e.finish(), "finish");
-      return us;
-    };
-    run(true);
-    const uvcl::EngineStats s0 = e.stats();
-    driver_time(c, 1);
-    for (int r = 0; r < reps; ++r) {
-      uw.push_back(run(true));
-      un.push_back(run(false));
-    }
-    fig["driver"]["uvcl"] = driver_time(c, 2.0 * reps * iters);  // per iteration
-    // What the engine asked of the driver beyond the launches themselves:
-    // bare makes no events and flushes only at its finish.
-    const uvcl::EngineStats s1 = e.stats();
-    const double n = 2.0 * reps * iters;
-    Json& per = fig["uvcl_per_iteration"];
-    per["events"] = static_cast<double>(s1.events - s0.events) / n;
-    per["fences"] = static_cast<double>(s1.fences - s0.fences) / n;
-    per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / n;
-    per["cross_queue_waits"] = static_cast<double>(s1.cross_queue_waits - s0.cross_queue_waits) / n;
-    per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / n;
-    fig["uvcl_live_buffers_after"] = e.stats().live_buffers;
+  const uvcl::EngineStats s0 = uv.engine().stats();
+  // The ways take turns, rep by rep: the host's speed drifts within a run.
+  for (int r = 0; r < reps; ++r) {
+    uw.push_back(uv.run(iters, true));
+    bw.push_back(bare.run(iters, true));
+    un.push_back(uv.run(iters, false));
+    bn.push_back(bare.run(iters, false));
   }
-  {
-    Bare b(*c.api, c.dev(), 1);
-    const uvcl::cl::Api& api = b.api;
-    cl_program p = b.build(kKernels);
-    cl_kernel produce = b.kernel(p, "produce");
-    cl_kernel consume = b.kernel(p, "consume");
-    cl_mem in = b.buffer(bytes), out = b.buffer(bytes);
-    b.zero(in, bytes);
-    b.zero(out, bytes);
-    auto run = [&](bool frees) {
-      std::vector<cl_mem> kept;
-      kept.reserve(static_cast<std::size_t>(iters));
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < iters; ++i) {
-        cl_mem t = b.buffer(bytes, CL_MEM_READ_WRITE, false);
-        b.arg(produce, 0, t);
-        b.arg(produce, 1, in);
-        ck(api.clEnqueueNDRangeKernel(b.q(), produce, 1, nullptr, &items, nullptr, 0, nullptr, nullptr), "enqueue");
-        b.arg(consume, 0, out);
-        b.arg(consume, 1, t);
-        ck(api.clEnqueueNDRangeKernel(b.q(), consume, 1, nullptr, &items, nullptr, 0, nullptr, nullptr), "enqueue");
-        if (frees) api.clReleaseMemObject(t);
-        else kept.push_back(t);
-      }
-      b.finish();
-      const double us = us_since(t0) / iters;
-      for (cl_mem t : kept) api.clReleaseMemObject(t);
-      return us;
-    };
-    run(true);
+  // What the engine asked of the driver beyond the launches themselves:
+  // bare makes no events and flushes only at its finish.
+  const uvcl::EngineStats s1 = uv.engine().stats();
+  const double n = 2.0 * reps * iters;
+  Json& per = fig["uvcl_per_iteration"];
+  per["events"] = static_cast<double>(s1.events - s0.events) / n;
+  per["fences"] = static_cast<double>(s1.fences - s0.fences) / n;
+  per["flushes"] = static_cast<double>(s1.flushes - s0.flushes) / n;
+  per["cross_queue_waits"] = static_cast<double>(s1.cross_queue_waits - s0.cross_queue_waits) / n;
+  per["status_queries"] = static_cast<double>(s1.status_queries - s0.status_queries) / n;
+  fig["uvcl_live_buffers_after"] = uv.engine().stats().live_buffers;
+  if (c.cl_timing) {  // the driver's share, in passes of their own (per iteration)
     driver_time(c, 1);
     for (int r = 0; r < reps; ++r) {
-      bw.push_back(run(true));
-      bn.push_back(run(false));
+      uv.run(iters, true);
+      uv.run(iters, false);
     }
-    fig["driver"]["bare"] = driver_time(c, 2.0 * reps * iters);  // per iteration
+    fig["driver"]["uvcl"] = driver_time(c, n);
+    for (int r = 0; r < reps; ++r) {
+      bare.run(iters, true);
+      bare.run(iters, false);
+    }
+    fig["driver"]["bare"] = driver_time(c, n);
   }
   Json& w = add_row(fig, "6.with_frees", "per iteration, releasing the temporary each time", "us", false);
   w["uvcl"] = median(uw);
   w["bare"] = median(bw);
-  Json& n = add_row(fig, "6.without_frees", "per iteration, temporaries kept until the end", "us", false);
-  n["uvcl"] = median(un);
-  n["bare"] = median(bn);
+  Json& nf = add_row(fig, "6.without_frees", "per iteration, temporaries kept until the end", "us", false);
+  nf["uvcl"] = median(un);
+  nf["bare"] = median(bn);
   Json& r = add_row(fig, "6.ratio", "throughput with frees / without (1.0: frees cost nothing)", "x", true);
   r["uvcl"] = median(un) / median(uw);
   r["bare"] = median(bn) / median(bw);
