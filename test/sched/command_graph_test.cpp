@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <unordered_map>
 
 #include "sched/command_graph.hpp"
@@ -123,6 +124,43 @@ TEST(CommandGraphTest, UnknownProducersAreSettled) {
   g.submitted(1);
   g.event_done(1, std::nullopt);
   EXPECT_EQ(ids(g.take_outcomes()), (std::vector<CommandId>{1}));
+}
+
+TEST(CommandGraphTest, AddSaysWhetherTheCommandSurvived) {
+  MapNodes nodes;
+  CommandGraph g{nodes};
+  EXPECT_TRUE(g.add(1, {}));
+  g.submitted(1);
+  g.fail(1, boom());
+  const CommandId p[] = {1};
+  EXPECT_FALSE(g.add(2, p));  // its producer failed: failed and retired with it
+  EXPECT_FALSE(g.state(2));
+  const CommandId unknown[] = {42};
+  EXPECT_TRUE(g.add(3, unknown));
+}
+
+// 1 -> {2, 3} -> 4: settling 1 reaches 4 through both, and each command
+// yields one outcome, 4 only after both of its producers.
+TEST(CommandGraphTest, ADiamondSettlesEachCommandOnce) {
+  MapNodes nodes;
+  CommandGraph g{nodes};
+  const CommandId p1[] = {1};
+  const CommandId p23[] = {2, 3};
+  g.add(1, {});
+  g.add(2, p1);
+  g.add(3, p1);
+  g.add(4, p23);
+  for (CommandId id = 1; id <= 4; ++id) g.submitted(id);
+  for (CommandId id = 4; id >= 2; --id) g.event_done(id, std::nullopt);
+  EXPECT_TRUE(g.take_outcomes().empty());
+  g.event_done(1, std::nullopt);
+  auto got = ids(g.take_outcomes());
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got.front(), 1u);
+  EXPECT_EQ(got.back(), 4u);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<CommandId>{1, 2, 3, 4}));
+  EXPECT_EQ(g.size(), 0u);
 }
 
 TEST(CommandGraphTest, LongChainsSettleWithoutRecursion) {
