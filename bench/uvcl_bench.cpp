@@ -1312,6 +1312,16 @@ struct Waiter {
   }
 };
 
+// Microseconds per call of `op`, over `ops` calls after one to warm up:
+// each call a whole round trip.
+template <class Op>
+double us_per_round_trip(int ops, Op&& op) {
+  op();
+  const std::uint64_t t0 = now_ns();
+  for (int i = 0; i < ops; ++i) op();
+  return us_since(t0) / ops;
+}
+
 // Figure 5's uvcl side: an engine (opencl.spin_us `spin_us`, or the
 // default) with its buffers and pinned host memory, kept for all rounds so
 // that the ways can take turns on the small transfers.
@@ -1362,17 +1372,11 @@ class Fig5Uvcl {
 
   // One round of small transfers, `ops` of each kind.
   void small_round(int ops, Small& out) {
-    auto seq = [&](auto&& op) {
-      op();
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) op();
-      return us_since(t0) / ops;
-    };
-    out.w_seq.push_back(seq([&] { write_from(s_, host_span(small_), uvcl::WriteMode::Copy); }));
-    out.wb_seq.push_back(seq([&] { write_from(s_, host_span(small_), uvcl::WriteMode::Borrow); }));
-    out.r_seq.push_back(seq([&] { read_from(s_, small_); }));
-    out.wh_seq.push_back(seq([&] { write_from(s_, pinned_.bytes.first(small_), uvcl::WriteMode::Borrow); }));
-    out.rh_seq.push_back(seq([&] { read_pinned(s_, small_); }));
+    out.w_seq.push_back(us_per_round_trip(ops, [&] { write_from(s_, host_span(small_), uvcl::WriteMode::Copy); }));
+    out.wb_seq.push_back(us_per_round_trip(ops, [&] { write_from(s_, host_span(small_), uvcl::WriteMode::Borrow); }));
+    out.r_seq.push_back(us_per_round_trip(ops, [&] { read_from(s_, small_); }));
+    out.wh_seq.push_back(us_per_round_trip(ops, [&] { write_from(s_, pinned_.bytes.first(small_), uvcl::WriteMode::Borrow); }));
+    out.rh_seq.push_back(us_per_round_trip(ops, [&] { read_pinned(s_, small_); }));
     out.wh_pipe.push_back(writes_back_to_back(ops, pinned_.bytes.first(small_), uvcl::WriteMode::Borrow));
     out.rh_pipe.push_back(reads_into_back_to_back(ops));
     out.w_pipe.push_back(writes_back_to_back(ops, host_span(small_), uvcl::WriteMode::Copy));
@@ -1519,16 +1523,10 @@ class Fig5Bare {
   }
 
   void small_round(int ops, Small& out) {
-    auto seq = [&](auto&& op) {
-      op();
-      const std::uint64_t t0 = now_ns();
-      for (int i = 0; i < ops; ++i) op();
-      return us_since(t0) / ops;
-    };
-    out.w_pin.push_back(seq([&] { write(s_, small_, hp_, CL_TRUE); }));
-    out.w_page.push_back(seq([&] { write(s_, small_, host_.data(), CL_TRUE); }));
-    out.r_pin.push_back(seq([&] { read(s_, small_, hp_, CL_TRUE); }));
-    out.r_page.push_back(seq([&] { read(s_, small_, back_.data(), CL_TRUE); }));
+    out.w_pin.push_back(us_per_round_trip(ops, [&] { write(s_, small_, hp_, CL_TRUE); }));
+    out.w_page.push_back(us_per_round_trip(ops, [&] { write(s_, small_, host_.data(), CL_TRUE); }));
+    out.r_pin.push_back(us_per_round_trip(ops, [&] { read(s_, small_, hp_, CL_TRUE); }));
+    out.r_page.push_back(us_per_round_trip(ops, [&] { read(s_, small_, back_.data(), CL_TRUE); }));
     {
       const std::uint64_t t0 = now_ns();
       for (int i = 0; i < ops; ++i) write(s_, small_, hp_, CL_FALSE);
