@@ -75,7 +75,7 @@ DESCRIPTIONS = {
     "8": "Per-launch host cost with 1k, 100k and 1M live 64-byte buffers (launches use 1000 of them at "
          "every count, spread over the id space); resident memory per buffer and per in-flight command (RSS "
          "deltas, malloc_trim before each); RSS after many launches with the loop collecting completions "
-         "against RSS after 100k.",
+         "against RSS after 100k. At each count uvcl and bare hold their buffers at once and take turns.",
     "9": "An idle engine (it has compiled, allocated and run work before) on its loop, with a 1 s timer of the "
          "benchmark's keeping uv_run going; process CPU time (CLOCK_PROCESS_CPUTIME_ID, what getrusage sums) per second, and the loop thread's own "
          "share. Bare: an idle context on a plain loop with the same timer.",
@@ -333,7 +333,10 @@ def targets(fid, F):
                      fmt(val(f, "7.speedup_ready", "uvcl_cache"))), None if best is None else best >= 20))
     elif fid == "8":
         fl = val(f, "8.flatness", "uvcl")
-        out.append(("per-launch cost flat within 1.1x from 1k to 1M live buffers", "%s x" % fmt(fl), within(fl, 1.1)))
+        bfl = val(f, "8.flatness", "bare")
+        out.append(("per-launch cost flat within 1.1x from 1k to 1M live buffers",
+                    "%s x%s" % (fmt(fl), "" if bfl is None else " (bare over the same counts: %s x)" % fmt(bfl)),
+                    within(fl, 1.1)))
         r = ratio(val(f, "8.launch_1000000", "uvcl"), val(f, "8.launch_1000000", "bare"))
         out.append(("per launch with 1M live buffers <= 1.15x bare", "%s x" % fmt(r), within(r, 1.15)))
         g, dm = val(f, "8.rss_growth", "uvcl"), val(f, "8.rss_delta", "uvcl")
