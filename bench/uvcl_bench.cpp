@@ -1350,24 +1350,22 @@ class Fig5Uvcl {
   Fig5Uvcl(const Fig5Uvcl&) = delete;
   Fig5Uvcl& operator=(const Fig5Uvcl&) = delete;
 
-  // `reps` large transfers of each kind, after one to warm up (staging
-  // blocks are created then).
-  void big(int reps, Big& out) {
-    for (int r = 0; r <= reps; ++r) {
-      const double wc = write_from(a_, host_span(big_), uvcl::WriteMode::Copy);
-      const double wb = write_from(a_, host_span(big_), uvcl::WriteMode::Borrow);
-      const double wh = write_from(a_, pinned_.bytes.first(big_), uvcl::WriteMode::Borrow);
-      const double rd = read_from(a_, big_);
-      const double rh = read_pinned(a_, big_);
-      const double cp = copy_once(big_);
-      if (r == 0) continue;
-      out.h2d_copy.push_back(gbps(big_, wc));
-      out.h2d_borrow.push_back(gbps(big_, wb));
-      out.h2d_host.push_back(gbps(big_, wh));
-      out.d2h.push_back(gbps(big_, rd));
-      out.d2h_host.push_back(gbps(big_, rh));
-      out.d2d.push_back(gbps(big_, cp));
-    }
+  // One large transfer of each kind, kept in `out` unless it only warms up
+  // (staging blocks are created then).
+  void big(Big* out) {
+    const double wc = write_from(a_, host_span(big_), uvcl::WriteMode::Copy);
+    const double wb = write_from(a_, host_span(big_), uvcl::WriteMode::Borrow);
+    const double wh = write_from(a_, pinned_.bytes.first(big_), uvcl::WriteMode::Borrow);
+    const double rd = read_from(a_, big_);
+    const double rh = read_pinned(a_, big_);
+    const double cp = copy_once(big_);
+    if (!out) return;
+    out->h2d_copy.push_back(gbps(big_, wc));
+    out->h2d_borrow.push_back(gbps(big_, wb));
+    out->h2d_host.push_back(gbps(big_, wh));
+    out->d2h.push_back(gbps(big_, rd));
+    out->d2h_host.push_back(gbps(big_, rh));
+    out->d2d.push_back(gbps(big_, cp));
   }
 
   // One round of small transfers, `ops` of each kind.
@@ -1469,8 +1467,10 @@ class Fig5Bare {
   struct Small {
     std::vector<double> w_pin, w_page, r_pin, r_page, w_pin_pipe, r_pin_pipe, r_pin_pipe_events;
   };
+  static constexpr std::size_t kPageableChunk = std::size_t{8} << 20;
   struct Big {
-    std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async;
+    std::vector<double> h2d_pin, h2d_page, d2h_pin, d2h_page, d2d, h2d_async, d2h_async, h2d_page_async,
+        h2d_page_chunks;
   };
 
   Fig5Bare(const Ctx& c, std::size_t big, std::size_t small, std::vector<unsigned char>& host,
@@ -1493,33 +1493,47 @@ class Fig5Bare {
   Fig5Bare(const Fig5Bare&) = delete;
   Fig5Bare& operator=(const Fig5Bare&) = delete;
 
-  void big(int reps, Big& out) {
-    for (int r = 0; r <= reps; ++r) {
-      const double wp = timed([&] { write(a_, big_, hp_, CL_TRUE); });
-      const double wg = timed([&] { write(a_, big_, host_.data(), CL_TRUE); });
-      const double wa = timed([&] {
-        write(a_, big_, hp_, CL_FALSE);
-        ck(api().clFinish(q()), "finish");
-      });
-      const double rp = timed([&] { read(a_, big_, hp_, CL_TRUE); });
-      const double ra = timed([&] {
-        read(a_, big_, hp_, CL_FALSE);
-        ck(api().clFinish(q()), "finish");
-      });
-      const double rg = timed([&] { read(a_, big_, back_.data(), CL_TRUE); });
-      const double cp = timed([&] {
-        ck(api().clEnqueueCopyBuffer(q(), a_, b2_, 0, 0, big_, 0, nullptr, nullptr), "copy");
-        ck(api().clFinish(q()), "finish");
-      });
-      if (r == 0) continue;
-      out.h2d_pin.push_back(gbps(big_, wp));
-      out.h2d_async.push_back(gbps(big_, wa));
-      out.d2h_async.push_back(gbps(big_, ra));
-      out.h2d_page.push_back(gbps(big_, wg));
-      out.d2h_pin.push_back(gbps(big_, rp));
-      out.d2h_page.push_back(gbps(big_, rg));
-      out.d2d.push_back(gbps(big_, cp));
-    }
+  // One large transfer of each kind, kept in `out` unless it only warms up.
+  void big(Big* out) {
+    const double wp = timed([&] { write(a_, big_, hp_, CL_TRUE); });
+    const double wg = timed([&] { write(a_, big_, host_.data(), CL_TRUE); });
+    // From pageable memory as uvcl's Borrow mode issues it (non-blocking,
+    // then waited for), and the same cut into pieces of kPageableChunk.
+    const double wga = timed([&] {
+      write(a_, big_, host_.data(), CL_FALSE);
+      ck(api().clFinish(q()), "finish");
+    });
+    const double wgc = timed([&] {
+      for (std::size_t off = 0; off < big_; off += kPageableChunk)
+        ck(api().clEnqueueWriteBuffer(q(), a_, CL_FALSE, off, std::min(kPageableChunk, big_ - off),
+                                      host_.data() + off, 0, nullptr, nullptr),
+           "write");
+      ck(api().clFinish(q()), "finish");
+    });
+    const double wa = timed([&] {
+      write(a_, big_, hp_, CL_FALSE);
+      ck(api().clFinish(q()), "finish");
+    });
+    const double rp = timed([&] { read(a_, big_, hp_, CL_TRUE); });
+    const double ra = timed([&] {
+      read(a_, big_, hp_, CL_FALSE);
+      ck(api().clFinish(q()), "finish");
+    });
+    const double rg = timed([&] { read(a_, big_, back_.data(), CL_TRUE); });
+    const double cp = timed([&] {
+      ck(api().clEnqueueCopyBuffer(q(), a_, b2_, 0, 0, big_, 0, nullptr, nullptr), "copy");
+      ck(api().clFinish(q()), "finish");
+    });
+    if (!out) return;
+    out->h2d_pin.push_back(gbps(big_, wp));
+    out->h2d_page_async.push_back(gbps(big_, wga));
+    out->h2d_page_chunks.push_back(gbps(big_, wgc));
+    out->h2d_async.push_back(gbps(big_, wa));
+    out->d2h_async.push_back(gbps(big_, ra));
+    out->h2d_page.push_back(gbps(big_, wg));
+    out->d2h_pin.push_back(gbps(big_, rp));
+    out->d2h_page.push_back(gbps(big_, rg));
+    out->d2d.push_back(gbps(big_, cp));
   }
 
   void small_round(int ops, Small& out) {
@@ -1625,6 +1639,8 @@ Json fig5(Ctx& c) {
   column(fig, "bare", "bare, pinned host memory");
   column(fig, "bare_pageable", "bare, pageable host memory");
   column(fig, "bare_async", "bare, pinned, non-blocking call + clFinish");
+  column(fig, "bare_pageable_async", "bare, pageable, non-blocking call + clFinish (how uvcl's Borrow issues it)");
+  column(fig, "bare_pageable_chunks", "bare, pageable, non-blocking calls of 8 MiB each + clFinish");
   column(fig, "bare_events", "bare, pinned, back to back with an event and a flush each (status read, released)");
   column(fig, "pyopencl", "pyopencl, pinned");
   column(fig, "pyopencl_pageable", "pyopencl, pageable");
@@ -1636,9 +1652,12 @@ Json fig5(Ctx& c) {
   Fig5Bare bare(c, big, small, host, back);
   Fig5Uvcl::Big u, us;
   Fig5Bare::Big bb;
-  uv.big(reps, u);
-  uvs.big(reps, us);
-  bare.big(reps, bb);
+  // The ways take turns, repetition by repetition (the first warms up).
+  for (int r = 0; r <= reps; ++r) {
+    uv.big(r ? &u : nullptr);
+    uvs.big(r ? &us : nullptr);
+    bare.big(r ? &bb : nullptr);
+  }
   // The small transfers take turns, round by round (medians): a few
   // microseconds each, they follow the host's speed, which drifts within a
   // run.
@@ -1661,6 +1680,8 @@ Json fig5(Ctx& c) {
   h2d["bare"] = median(bb.h2d_pin);
   h2d["bare_pageable"] = median(bb.h2d_page);
   h2d["bare_async"] = median(bb.h2d_async);
+  h2d["bare_pageable_async"] = median(bb.h2d_page_async);
+  h2d["bare_pageable_chunks"] = median(bb.h2d_page_chunks);
   Json& d2h = add_row(fig, "5.d2h", "device -> host, " + big_name, "GB/s", true);
   d2h["uvcl"] = median(u.d2h);
   d2h["uvcl_host"] = median(u.d2h_host);
