@@ -172,12 +172,12 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
     if (rc == CL_SUCCESS)
       rc = e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
     if (rc != CL_SUCCESS)
-      r.timing = cl::call_error(Status::KernelSync, "clGetEventProfilingInfo", rc)
+      r.extra().timing = cl::call_error(Status::KernelSync, "clGetEventProfilingInfo", rc)
                      .context("timed launch " + std::to_string(id));
     else
-      r.timing = Timing{end > start ? end - start : 0, uv_hrtime() - r.submit_ns};
+      r.extra().timing = Timing{end > start ? end - start : 0, uv_hrtime() - r.submit_ns};
   }
-  if (r.trace) trace_completed(r);
+  if (r.extras && r.extras->trace) trace_completed(r);
   std::optional<Error> err;
   if (status < 0 && cause) {
     err = *cause;
@@ -200,14 +200,14 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
     e.memory.release_uses(frees.span());
   }
   if (parked) {
-    std::optional<Error> outcome = std::move(r.outcome);
+    std::optional<Error> outcome = r.extras ? std::move(r.extras->outcome) : std::nullopt;
     finalize(r, id, outcome);
   }
 }
 
 void Completion::trace_completed(CommandRec& r) {
-  TraceCommand t = std::move(*r.trace);
-  r.trace.reset();
+  TraceCommand t = std::move(*r.extras->trace);
+  r.extras->trace.reset();
   const DeviceCtx& d = *e.devices[r.device];
   const bool profiled = r.queue != sched::kNoQueue && (e.config.profile || r.queue == d.profiling_queue());
   cl_ulong queued = 0, start = 0, end = 0;
@@ -273,7 +273,7 @@ void Completion::deliver_outcome(sched::CommandGraph::Outcome& o) {
   CommandRec* r = e.commands.find(o.id);
   if (!r) return;
   if (r->state == S::Submitted) {  // known before its device work ended: finalized when it does
-    r->outcome = std::move(o.error);
+    r->extra().outcome = std::move(o.error);
     transition(*r, sched::CommandEvent::Outcome);
     return;
   }

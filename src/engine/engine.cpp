@@ -198,7 +198,7 @@ void Engine::Impl::shutdown() {
     for (CommandId id = commands.base(); id < end; ++id) {
       CommandRec* r = commands.find(id);
       if (!r || r->state == sched::CommandState::Final) continue;
-      std::optional<Error> error = r->outcome;
+      std::optional<Error> error = r->extras ? r->extras->outcome : std::nullopt;
       if (!error) error = Error{Status::Cancelled, "engine destroyed before command " + std::to_string(id) + " completed"};
       if (r->state != sched::CommandState::Failed && r->state != sched::CommandState::Cancelled &&
           r->state != sched::CommandState::OutcomeKnown)
@@ -616,7 +616,7 @@ void Engine::set_tracing(bool on) {
   if (!on) {
     impl_->trace.reset();
     for (CommandId id = impl_->commands.base(); id < impl_->commands.next_id(); ++id)
-      impl_->commands.find(id)->trace.reset();
+      if (const auto& x = impl_->commands.find(id)->extras) x->trace.reset();
   }
 }
 

@@ -46,26 +46,17 @@ struct Access {
 // event (if it had one) has completed. nullopt error: success.
 using FinalHook = std::function<void(CommandId, const std::optional<Error>&)>;
 
+// Laid out for the cache: a command is written when it is issued and read
+// when its window is submitted, with driver calls in between that evict it.
+// What every command uses comes first, the lists' headers next to their
+// first entries, what only transfers use after that.
 struct Command {
+  // User-provided, so that a command made in place (Window::emplace) is not
+  // zero-filled first, as value-initialization does: only the members below
+  // are set, the lists' inline slots stay untouched.
+  Command() {}  // NOLINT(modernize-use-equals-default)
   CommandId id = 0;
   Op op = Op::Launch;
-  std::uint64_t tag = 0;
-  sched::ScratchList<Access, 8> accesses;
-  std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
-  // Launch / Timed
-  std::uint64_t kernel = 0;
-  KernelRec* kernel_rec = nullptr;  // unordered_map nodes do not move; alive while the command counts a use of it
-  sched::ScratchList<KernelArg, 8> args;
-  std::uint32_t dims = 0;
-  std::array<std::size_t, 3> global{}, local{};
-  bool has_local = false;
-  // Transfers
-  std::size_t offset = 0, bytes = 0, src_offset = 0;
-  const void* host_src = nullptr;
-  void* host_dst = nullptr;
-  std::vector<std::byte> pattern;
-  std::uint64_t cross = 0;  // CrossCopy id
-  FinalHook on_final;
   bool wants_callback = false;  // someone waits: ask the driver for a callback
   // A cross-device copy's chunk read beyond its ring: on the device's
   // transfer queue, made only once what it reads is complete (no wait).
@@ -75,18 +66,46 @@ struct Command {
   // an in-order queue could otherwise hold behind work waiting for that
   // very copy.
   bool held = false;
+  bool has_local = false;
+  std::uint32_t dims = 0;
+  std::uint64_t tag = 0;
+  // Its failures are reported as this command's, in its error scope (a
+  // snapshot's: the copy it is made for, not the command that caused it).
+  CommandId reports_as = 0;
+  // Launch / Timed
+  std::uint64_t kernel = 0;
+  KernelRec* kernel_rec = nullptr;  // unordered_map nodes do not move; alive while the command counts a use of it
+  FinalHook on_final;
+  std::vector<CommandId> extra_producers;  // cross-device write: its chunk reads
+  sched::ScratchList<Access, 8> accesses;
+  std::array<std::size_t, 3> global{}, local{};
+  // Transfers
+  std::size_t offset = 0, bytes = 0, src_offset = 0;
+  const void* host_src = nullptr;
+  void* host_dst = nullptr;
+  std::uint64_t cross = 0;  // CrossCopy id
+  std::vector<std::byte> pattern;
+  sched::ScratchList<KernelArg, 8> args;  // last: its entries are the command's largest part
   // Both are part of a cross-device copy made before they are: they wait
   // for what they read, not for a timed launch made since the copy, which
   // may itself wait for work that waits for that copy.
   bool of_earlier_copy() const { return on_transfer_queue || held; }
-  // Its failures are reported as this command's, in its error scope (a
-  // snapshot's: the copy it is made for, not the command that caused it).
-  CommandId reports_as = 0;
+};
+
+// What few commands have, kept out of the record that every command's
+// completion reads.
+struct CommandExtras {
+  std::optional<Error> outcome;          // Parked: a failure known before the device finished
+  std::optional<Result<Timing>> timing;  // timed launches, read at completion
+  std::unique_ptr<TraceCommand> trace;   // while tracing
 };
 
 // One record per command, its whole life (sched::CommandState), in dense
 // storage by id (Engine::Impl::commands) from enqueue until it is final.
+// Its completion comes long after its submission, the record long out of
+// the cache by then: what the completion reads comes first, together.
 struct CommandRec {
+  CommandRec() {}  // NOLINT(modernize-use-equals-default): as Command's
   sched::CommandState state = sched::CommandState::Pending;
   Op op = Op::Launch;
   bool seen_done = false;  // the driver said done; the completion step has not run yet
@@ -98,19 +117,22 @@ struct CommandRec {
   // final.
   cl_event event = nullptr;
   cl_event gate = nullptr;   // timed launches: a user event later work waits on
-  std::uint64_t kernel = 0;
   KernelRec* kernel_rec = nullptr;  // as Command::kernel_rec: alive while this command counts a use of it
+  std::size_t bytes = 0;  // a transfer's, while its device learns spin rates
+  std::uint64_t submit_ns = 0;
+  std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
   CommandId reports_as = 0;  // Command::reports_as
-  std::uint64_t submit_ns = 0;
-  std::size_t bytes = 0;  // a transfer's, while its device learns spin rates
-  sched::GraphNode node;                          // its place in the dependency graph
+  FinalHook hook;                           // runs once, when final
+  std::unique_ptr<CommandExtras> extras;    // nullptr unless one of them is set
+  sched::GraphNode node;                    // its place in the dependency graph
+  sched::ScratchList<std::uint64_t, 1> frees;    // Dying buffers whose last uses include this one
   sched::ScratchList<std::uint64_t, 8> written;  // buffers it writes: poisoned if it fails
-  sched::ScratchList<std::uint64_t, 1> frees;  // Dying buffers whose last uses include this one
-  FinalHook hook;                      // runs once, when final
-  std::optional<Error> outcome;        // Parked: a failure known before the device finished
-  std::optional<Result<Timing>> timing;   // timed launches, read at completion
-  std::unique_ptr<TraceCommand> trace;    // while tracing
+
+  CommandExtras& extra() {
+    if (!extras) extras = std::make_unique<CommandExtras>();
+    return *extras;
+  }
 };
 
 // An in-order queue is a timeline: its commands complete in the order they

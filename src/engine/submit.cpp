@@ -512,7 +512,7 @@ void Submitter::show(const DeviceCtx& d, const Command& c, QueueIndex q, const W
     t.name = c.kernel ? e.progs.kernels.at(c.kernel).name : op_name(c.op);
     t.bytes = c.bytes;
     t.waits = w.waits.ids();
-    e.commands.find(c.id)->trace = std::make_unique<TraceCommand>(std::move(t));
+    e.commands.find(c.id)->extra().trace = std::make_unique<TraceCommand>(std::move(t));
   }
   if (e.schedule_recorder) {
     ScheduleEntry s;

@@ -41,9 +41,9 @@ class FailureSink {
 // record, so a command costs no map node), valid from add() until retired.
 struct GraphNode {
   DependencyState state = DependencyState::Pending;
+  bool live = false;  // between add() and retirement
   std::uint32_t pending_producers = 0;
   ScratchList<CommandId, 4> dependents;
-  bool live = false;  // between add() and retirement
 };
 
 class GraphNodes {

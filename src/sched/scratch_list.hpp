@@ -87,9 +87,11 @@ class ScratchList {
     if (heap_.empty() && size_ > 0) std::memcpy(inline_, o.inline_, size_ * sizeof(T));
   }
 
-  alignas(T) std::byte inline_[N * sizeof(T)];
+  // The count and the heap first: a short list's header and its first
+  // entries share a cache line.
   std::size_t size_ = 0;
   std::vector<T> heap_;
+  alignas(T) std::byte inline_[N * sizeof(T)];
 };
 // NOLINTEND(cppcoreguidelines-pro-type-member-init)
 
