@@ -200,8 +200,7 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
     e.memory.release_uses(frees.span());
   }
   if (parked) {
-    std::optional<Error> outcome = r.extras ? std::move(r.extras->outcome) : std::nullopt;
-    finalize(r, id, outcome);
+    finalize(r, id, r.take_outcome());
   }
 }
 

@@ -198,7 +198,7 @@ void Engine::Impl::shutdown() {
     for (CommandId id = commands.base(); id < end; ++id) {
       CommandRec* r = commands.find(id);
       if (!r || r->state == sched::CommandState::Final) continue;
-      std::optional<Error> error = r->extras ? r->extras->outcome : std::nullopt;
+      std::optional<Error> error = r->take_outcome();
       if (!error) error = Error{Status::Cancelled, "engine destroyed before command " + std::to_string(id) + " completed"};
       if (r->state != sched::CommandState::Failed && r->state != sched::CommandState::Cancelled &&
           r->state != sched::CommandState::OutcomeKnown)

@@ -229,9 +229,7 @@ Result<void> Engine::timed_launch(const Launch& l, TimingCallback on_timed) {
     cmd.wants_callback = true;
     device = cmd.kernel_rec->device;
     cmd.on_final = [&e, cb = std::move(on_timed)](CommandId id, const std::optional<Error>& err) {
-      // The record lives until after this.
-      std::unique_ptr<CommandExtras>& x = e.commands.find(id)->extras;
-      std::optional<Result<Timing>> t = x ? std::move(x->timing) : std::nullopt;
+      std::optional<Result<Timing>> t = e.commands.find(id)->take_timing();  // the record lives until after this
       if (err) cb(*err);
       else if (!t) cb(Error{Status::KernelSync, "timed launch: no profiling information"});
       else cb(std::move(*t));

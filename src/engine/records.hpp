@@ -133,6 +133,9 @@ struct CommandRec {
     if (!extras) extras = std::make_unique<CommandExtras>();
     return *extras;
   }
+  // Moved out; nullopt when there is none.
+  std::optional<Error> take_outcome() { return extras ? std::move(extras->outcome) : std::nullopt; }
+  std::optional<Result<Timing>> take_timing() { return extras ? std::move(extras->timing) : std::nullopt; }
 };
 
 // An in-order queue is a timeline: its commands complete in the order they
