@@ -19,7 +19,8 @@ void CommandGraph::transition(GraphNode& n, DependencyEvent e) {
 bool CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
   GraphNode* made = nodes_.find(id);
   assert(made && !made->live && "a command is added once, with a node to hold it");
-  if (!made || made->live) return false;
+  if (!made) return false;
+  if (made->live) return true;  // added before (a bug, asserted above): it is still in the graph
   GraphNode& n = *made;
   n = GraphNode{};
   n.live = true;

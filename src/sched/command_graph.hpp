@@ -66,8 +66,8 @@ class CommandGraph {
   };
 
   // A new Pending command reading data produced by `producers` (unknown or
-  // already settled ids are ignored; a Failed producer fails it at once:
-  // false).
+  // already settled ids are ignored). False when it is not in the graph
+  // after: a Failed producer failed it at once, or its owner gave no node.
   bool add(CommandId id, std::span<const CommandId> producers);
   // Pending -> Submitted.
   void submitted(CommandId id);
