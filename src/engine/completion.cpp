@@ -156,8 +156,39 @@ void Completion::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t c
     // behind the first.
     const CommandId ahead = status < 0 ? q.failed_ahead : 0;
     if (i == 0) q.failed_ahead = status < 0 ? id : 0;
+    if (status == CL_COMPLETE && final_at_once(id)) continue;
     event_completed(id, status, ahead, by);
   }
+}
+
+bool Completion::final_at_once(CommandId id) {
+  CommandRec& r = *e.commands.find(id);
+  if (r.hook || r.gate || r.bytes || r.extras || r.state != sched::CommandState::Submitted || !r.node.live ||
+      r.node.state != sched::DependencyState::Submitted)
+    return false;
+  r.status = CL_COMPLETE;
+  transition(r, sched::CommandEvent::DeviceDone);
+  give_back_kernel(r);
+  const bool settled = e.graph.complete(id, r.node);
+  release_frees(r);
+  if (settled) {
+    transition(r, sched::CommandEvent::Outcome);
+    make_final(r);
+  }
+  return true;
+}
+
+void Completion::give_back_kernel(CommandRec& r) {
+  if (!r.kernel_rec) return;
+  --r.kernel_rec->uses;
+  if (r.kernel_rec->released) e.progs.maybe_free_kernel(r.kernel);
+  r.kernel_rec = nullptr;
+}
+
+void Completion::release_frees(CommandRec& r) {
+  if (r.frees.empty()) return;
+  const sched::ScratchList<std::uint64_t, 1> frees = std::move(r.frees);
+  e.memory.release_uses(frees.span());
 }
 
 void Completion::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by,
@@ -189,16 +220,9 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   const bool parked = r.state == sched::CommandState::Parked;
   transition(r, sched::CommandEvent::DeviceDone);
   if (err) e.report(id, *err);
-  if (r.kernel_rec) {
-    --r.kernel_rec->uses;
-    if (r.kernel_rec->released) e.progs.maybe_free_kernel(r.kernel);
-    r.kernel_rec = nullptr;
-  }
+  give_back_kernel(r);
   e.graph.event_done(id, std::move(err));
-  if (!r.frees.empty()) {
-    const sched::ScratchList<std::uint64_t, 1> frees = std::move(r.frees);
-    e.memory.release_uses(frees.span());
-  }
+  release_frees(r);
   if (parked) {
     finalize(r, id, r.take_outcome());
   }

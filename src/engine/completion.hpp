@@ -52,6 +52,15 @@ struct Completion {
   void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0, CommandId by = 0,
                        const Error* cause = nullptr);
   void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
+  // event_completed's common case in one step, for a command that
+  // completed without error: one with nothing to do at completion but give
+  // back its holds (no callback, gate, timing, trace or transfer rate) is
+  // final at once if its producers all succeeded — no outcome goes through
+  // the graph's queue for it, and as it has no callback, when it becomes
+  // final is not observable. False: event_completed's full path is needed.
+  bool final_at_once(CommandId id);
+  void give_back_kernel(CommandRec& r);  // the command's use of its kernel
+  void release_frees(CommandRec& r);     // buffers whose release waited for it
   void open_gate(CommandRec& r);  // completes and drops a timed launch's gate
   void process_outcomes();
   void deliver_outcomes();

@@ -81,7 +81,9 @@ CommandId Submitter::commit(std::uint32_t device) {
   // is a callback the engine delivers, whose work goes out after it.
   const int loop_level = e.in_blocking_run ? 1 : 0;
   if (e.in_loop_io_phase && e.in_callback == loop_level && !e.polling && e.handles) e.handles->submit_before_sleep();
-  e.update_busy();
+  // A command only adds work: what it changes is the step from idle to
+  // busy. Spins and polls are the loop iteration's (its hooks update them).
+  if (e.handles && !e.handles->busy()) e.update_busy();
   return id;
 }
 
@@ -267,7 +269,7 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
     const CommandId p = b.hazards.writer->id;
     if (std::find(producers.begin(), producers.end(), p) == producers.end()) producers.push_back(p);
   }
-  if (!e.graph.add(c.id, producers.span())) {  // an input's producer had failed: the graph failed it already
+  if (!e.graph.add(c.id, e.commands.find(c.id)->node, producers.span())) {  // an input's producer had failed: the graph failed it already
     discard_unsubmitted(e, c, Error{Status::KernelSync, "an input of it was produced by a failed command"});
     return false;
   }
@@ -436,7 +438,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
   for (const Access& a : c.accesses)
     if (a.write) r.written.push_back(a.buffer);
   e.completion.transition(r, sched::CommandEvent::Submit);
-  e.graph.submitted(c.id);
+  e.graph.submitted(r.node);
   for (const Access& a : c.accesses) {
     BufferRec& b = *a.rec;
     e.hazards.record(b.hazards, a.write, c.id, q);

@@ -18,10 +18,13 @@ void CommandGraph::transition(GraphNode& n, DependencyEvent e) {
 
 bool CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
   GraphNode* made = nodes_.find(id);
-  assert(made && !made->live && "a command is added once, with a node to hold it");
-  if (!made) return false;
-  if (made->live) return true;  // added before (a bug, asserted above): it is still in the graph
-  GraphNode& n = *made;
+  assert(made && "a command is added with a node to hold it");
+  return made ? add(id, *made, producers) : false;
+}
+
+bool CommandGraph::add(CommandId id, GraphNode& n, std::span<const CommandId> producers) {
+  assert(!n.live && "a command is added once");
+  if (n.live) return true;  // added before (a bug, asserted above): it is still in the graph
   n = GraphNode{};
   n.live = true;
   ++live_;
@@ -45,7 +48,12 @@ bool CommandGraph::add(CommandId id, std::span<const CommandId> producers) {
 void CommandGraph::submitted(CommandId id) {
   GraphNode* n = live(id);
   assert(n);
-  if (n) transition(*n, DependencyEvent::Submit);
+  if (n) submitted(*n);
+}
+
+void CommandGraph::submitted(GraphNode& n) {
+  assert(n.live);
+  transition(n, DependencyEvent::Submit);
 }
 
 void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
@@ -65,6 +73,22 @@ void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
   settle_from(id, *n);
 }
 
+bool CommandGraph::complete(CommandId id, GraphNode& n) {
+  assert(n.live && n.state == DependencyState::Submitted);
+  transition(n, DependencyEvent::Complete);
+  if (n.pending_producers != 0) return false;
+  // settle_from's first step without its worklist: most dependents are
+  // still running, and only one that settles now needs settling from.
+  for (CommandId d : n.dependents) {
+    GraphNode* dn = live(d);
+    if (!dn || dn->state == DependencyState::Failed) continue;
+    assert(dn->pending_producers > 0);
+    if (--dn->pending_producers == 0 && dn->state == DependencyState::Complete) settle_from(d, *dn);
+  }
+  retire(n);
+  return true;
+}
+
 void CommandGraph::settle_from(CommandId first, GraphNode& node) {
   // Nodes, not ids: each is looked up once, when it becomes a dependent to
   // visit. None is dropped while settling (outcomes are only queued).
@@ -78,8 +102,8 @@ void CommandGraph::settle_from(CommandId first, GraphNode& node) {
       GraphNode* dn = live(d);
       if (!dn || dn->state == DependencyState::Failed) continue;
       assert(dn->pending_producers > 0);
-      --dn->pending_producers;
-      work.emplace_back(d, dn);
+      // Only one that settles now is visited: most are still running.
+      if (--dn->pending_producers == 0 && dn->state == DependencyState::Complete) work.emplace_back(d, dn);
     }
     retire(*n);
     outcomes_.push_back(Outcome{id, std::nullopt});

@@ -69,10 +69,20 @@ class CommandGraph {
   // already settled ids are ignored). False when it is not in the graph
   // after: a Failed producer failed it at once, or its owner gave no node.
   bool add(CommandId id, std::span<const CommandId> producers);
+  // The same with the node its owner already holds for `id`.
+  bool add(CommandId id, GraphNode& n, std::span<const CommandId> producers);
   // Pending -> Submitted.
   void submitted(CommandId id);
+  void submitted(GraphNode& n);  // the same with its node
   // The command's own event finished, with an error or not.
   void event_done(CommandId id, std::optional<Error> error);
+  // event_done's common case, for an owner that holds the node: the event
+  // of Submitted command `id` finished without error. True when the
+  // command settled at once (every producer had succeeded): it is retired
+  // and its outcome, success, is the caller's to give — none is queued for
+  // it. Its dependents settle as event_done settles them. False: it waits
+  // for a producer, and its outcome comes through the queue as usual.
+  bool complete(CommandId id, GraphNode& n);
   // The command failed before or after submission (enqueue error, poisoned
   // input, lost device). Ignored for a command that already failed.
   void fail(CommandId id, Error error);

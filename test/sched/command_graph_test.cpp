@@ -163,6 +163,61 @@ TEST(CommandGraphTest, ADiamondSettlesEachCommandOnce) {
   EXPECT_EQ(g.size(), 0u);
 }
 
+TEST(CommandGraphTest, CompleteLeavesItsOwnOutcomeToTheCaller) {
+  MapNodes nodes;
+  CommandGraph g{nodes};
+  const CommandId p1[] = {1};
+  g.add(1, {});
+  g.add(2, p1);
+  g.submitted(1);
+  g.submitted(2);
+  EXPECT_FALSE(g.complete(2, *nodes.find(2)));  // its producer still runs: its outcome comes queued
+  EXPECT_EQ(g.state(2), DependencyState::Complete);
+  EXPECT_TRUE(g.take_outcomes().empty());
+  EXPECT_TRUE(g.complete(1, *nodes.find(1)));  // settled at once: the caller gives its outcome
+  const Outcomes o = g.take_outcomes();
+  EXPECT_EQ(ids(o), (std::vector<CommandId>{2}));
+  EXPECT_FALSE(o[0].error);
+  EXPECT_EQ(g.size(), 0u);
+}
+
+TEST(CommandGraphTest, CompleteSettlesADiamondOnce) {
+  MapNodes nodes;
+  CommandGraph g{nodes};
+  const CommandId p1[] = {1};
+  const CommandId p23[] = {2, 3};
+  g.add(1, {});
+  g.add(2, p1);
+  g.add(3, p1);
+  g.add(4, p23);
+  for (CommandId id = 1; id <= 4; ++id) g.submitted(id);
+  for (CommandId id = 4; id >= 2; --id) EXPECT_FALSE(g.complete(id, *nodes.find(id)));
+  EXPECT_TRUE(g.complete(1, *nodes.find(1)));
+  auto got = ids(g.take_outcomes());
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(got.back(), 4u);
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<CommandId>{2, 3, 4}));
+  EXPECT_EQ(g.size(), 0u);
+}
+
+TEST(CommandGraphTest, CompleteAfterAProducerFailedLeavesTheFailure) {
+  MapNodes nodes;
+  CommandGraph g{nodes};
+  const CommandId p1[] = {1};
+  g.add(1, {});
+  g.add(2, p1);
+  g.submitted(1);
+  g.submitted(2);
+  EXPECT_FALSE(g.complete(2, *nodes.find(2)));
+  g.event_done(1, boom());
+  const Outcomes o = g.take_outcomes();
+  EXPECT_EQ(ids(o), (std::vector<CommandId>{1, 2}));
+  EXPECT_TRUE(o[0].error);
+  EXPECT_TRUE(o[1].error);
+  EXPECT_EQ(g.size(), 0u);
+}
+
 TEST(CommandGraphTest, LongChainsSettleWithoutRecursion) {
   MapNodes nodes;
   CommandGraph g{nodes};
