@@ -24,6 +24,26 @@ std::vector<CommandId> ids(const Outcomes& o) {
 
 Error boom() { return Error{Status::KernelLaunch, "boom"}; }
 
+// 1 -> 2, both submitted.
+void add_pair(CommandGraph& g) {
+  const CommandId p1[] = {1};
+  g.add(1, {});
+  g.add(2, p1);
+  g.submitted(1);
+  g.submitted(2);
+}
+
+// 1 -> {2, 3} -> 4, every one submitted.
+void add_diamond(CommandGraph& g) {
+  const CommandId p1[] = {1};
+  const CommandId p23[] = {2, 3};
+  g.add(1, {});
+  g.add(2, p1);
+  g.add(3, p1);
+  g.add(4, p23);
+  for (CommandId id = 1; id <= 4; ++id) g.submitted(id);
+}
+
 TEST(CommandGraphTest, SuccessNeedsOwnEventAndProducers) {
   MapNodes nodes;
   CommandGraph g{nodes};
@@ -144,13 +164,7 @@ TEST(CommandGraphTest, AddSaysWhetherTheCommandSurvived) {
 TEST(CommandGraphTest, ADiamondSettlesEachCommandOnce) {
   MapNodes nodes;
   CommandGraph g{nodes};
-  const CommandId p1[] = {1};
-  const CommandId p23[] = {2, 3};
-  g.add(1, {});
-  g.add(2, p1);
-  g.add(3, p1);
-  g.add(4, p23);
-  for (CommandId id = 1; id <= 4; ++id) g.submitted(id);
+  add_diamond(g);
   for (CommandId id = 4; id >= 2; --id) g.event_done(id, std::nullopt);
   EXPECT_TRUE(g.take_outcomes().empty());
   g.event_done(1, std::nullopt);
@@ -166,11 +180,7 @@ TEST(CommandGraphTest, ADiamondSettlesEachCommandOnce) {
 TEST(CommandGraphTest, CompleteLeavesItsOwnOutcomeToTheCaller) {
   MapNodes nodes;
   CommandGraph g{nodes};
-  const CommandId p1[] = {1};
-  g.add(1, {});
-  g.add(2, p1);
-  g.submitted(1);
-  g.submitted(2);
+  add_pair(g);
   EXPECT_FALSE(g.complete(2, *nodes.find(2)));  // its producer still runs: its outcome comes queued
   EXPECT_EQ(g.state(2), DependencyState::Complete);
   EXPECT_TRUE(g.take_outcomes().empty());
@@ -184,13 +194,7 @@ TEST(CommandGraphTest, CompleteLeavesItsOwnOutcomeToTheCaller) {
 TEST(CommandGraphTest, CompleteSettlesADiamondOnce) {
   MapNodes nodes;
   CommandGraph g{nodes};
-  const CommandId p1[] = {1};
-  const CommandId p23[] = {2, 3};
-  g.add(1, {});
-  g.add(2, p1);
-  g.add(3, p1);
-  g.add(4, p23);
-  for (CommandId id = 1; id <= 4; ++id) g.submitted(id);
+  add_diamond(g);
   for (CommandId id = 4; id >= 2; --id) EXPECT_FALSE(g.complete(id, *nodes.find(id)));
   EXPECT_TRUE(g.complete(1, *nodes.find(1)));
   auto got = ids(g.take_outcomes());
@@ -204,11 +208,7 @@ TEST(CommandGraphTest, CompleteSettlesADiamondOnce) {
 TEST(CommandGraphTest, CompleteAfterAProducerFailedLeavesTheFailure) {
   MapNodes nodes;
   CommandGraph g{nodes};
-  const CommandId p1[] = {1};
-  g.add(1, {});
-  g.add(2, p1);
-  g.submitted(1);
-  g.submitted(2);
+  add_pair(g);
   EXPECT_FALSE(g.complete(2, *nodes.find(2)));
   g.event_done(1, boom());
   const Outcomes o = g.take_outcomes();
