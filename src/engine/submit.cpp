@@ -193,16 +193,22 @@ void Submitter::flush_queues(DeviceCtx& d, Flush flush) {
     const bool fenced =
         q.needs_fence && !q.in_flight.empty() && (all || q.unfenced >= kLongRun) && fence(d, qi) != nullptr;
     if (q.unflushed == 0 || !(all || fenced || q.unflushed >= kLongRun)) continue;
-    if (cl_int rc = flush_queue(d, qi); rc != CL_SUCCESS)
+    if (cl_int rc = flush_queue(d, qi); rc != CL_SUCCESS) {
+      q.unflushed = 0;  // the device is lost: no flush is owed any more
       e.lose_device(static_cast<std::uint32_t>(d.dev.info.index), cl::call_error(Status::KernelSync, "clFlush", rc));
+    }
   }
 }
 
 cl_int Submitter::flush_queue(DeviceCtx& d, QueueIndex qi) {
   Queue& q = d.queues[qi];
-  q.unflushed = 0;
   ++e.counters.flushes;
-  return e.api->clFlush(q.queue);
+  const cl_int rc = e.api->clFlush(q.queue);
+  // Still owed after a failure: the window's flush tries again (and loses
+  // the device if that fails too). Counted as flushed, a queue another one
+  // waits on could stay unflushed for good.
+  if (rc == CL_SUCCESS) q.unflushed = 0;
+  return rc;
 }
 
 // Releases what a command held while it sat in the window.
@@ -375,9 +381,9 @@ bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const 
       return false;
     }
     // OpenCL requires a flush before another queue waits on an event.
-    // Its status is not acted on here, in the middle of a submission (as
-    // before this flush had a function of its own): only a window's flush
-    // that fails loses the device.
+    // Its failure is not acted on here, in the middle of a submission: the
+    // queue stays owed a flush, which the window's flush makes; only that
+    // one failing loses the device.
     if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].unflushed != 0)
       (void)flush_queue(d, waited.queue);
     events.push_back(ev);

@@ -192,6 +192,74 @@ TEST_F(CoreFaults, DrainReportsErrorsOfItsOwnCommandsOnly) {
   EXPECT_TRUE(e().finish().ok());
 }
 
+// A command waits for a command of another queue, whose queue is flushed
+// first (OpenCL requires it). When that clFlush fails, the queue must still
+// be flushed when the window is: on a driver that starts only flushed
+// commands, the waiting command would otherwise wait for good.
+constexpr const char* kFlushRetrySource = R"CL(
+__kernel void spin(__global uint* out, uint iters) {
+  uint v = out[0];
+  for (uint i = 0; i < iters; ++i) v = v * 1664525u + 1013904223u;
+  out[get_global_id(0)] = v;
+}
+__kernel void copy_words(__global const uint* in, __global uint* out) {
+  out[get_global_id(0)] = in[get_global_id(0)];
+}
+)CL";
+
+TEST(CoreFaultsFlush, AFailedFlushBeforeACrossQueueWaitIsTriedAgain) {
+  Watchdog wd("flush before a cross-queue wait", 60);
+  ASSERT_TRUE(shim_ok());
+  shim().reset_faults();
+  // A window of one: each command goes out as it is made, so queue choice
+  // sees no later consumer and the two spins land on two queues.
+  Config config = shim_config(2, 1);
+  config.command_events = CommandEvents::Awaited;
+  LoopEngine le;
+  ASSERT_TRUE(le.create(config).ok());
+  Engine& e = *le.engine;
+  auto p = e.compile_sync(0, kFlushRetrySource);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto spin = e.kernel(*p, "spin");
+  auto copy = e.kernel(*p, "copy_words", {ParamAccess::ReadOnly, ParamAccess::WriteOnly});
+  ASSERT_TRUE(spin.ok() && copy.ok());
+  constexpr std::uint32_t n = 64;
+  auto x = e.allocate(0, n * 4);
+  auto y = e.allocate(0, n * 4);
+  ASSERT_TRUE(x.ok() && y.ok());
+  std::vector<ScheduleEntry> schedule;
+  e.set_schedule_recorder([&](const ScheduleEntry& s) { schedule.push_back(s); });
+  // x on one queue and y on the other, both still running when the copy
+  // y -> x goes onto y's queue and waits for x's writer.
+  auto round = [&](const char* fault) -> long {
+    schedule.clear();
+    EXPECT_TRUE(e.finish().ok());
+    const long flushes0 = shim().calls("clFlush");
+    if (fault) shim().set_fault(fault);
+    for (Buffer b : {*x, *y})
+      EXPECT_TRUE(e.launch(Launch{*spin, {KernelArg::of(b), KernelArg::value<std::uint32_t>(4u << 20)}, {n}}).ok());
+    EXPECT_TRUE(e.launch(Launch{*copy, {KernelArg::of(*y), KernelArg::of(*x)}, {n}}).ok());
+    EXPECT_TRUE(e.finish().ok());
+    if (fault) {
+      EXPECT_EQ(shim().fired(), 1) << "the flush before the wait was not made";
+    }
+    shim().reset_faults();
+    EXPECT_EQ(schedule.size(), 3u);
+    if (schedule.size() == 3) {
+      EXPECT_NE(schedule[0].queue, schedule[1].queue) << "the two spins share a queue: no cross-queue wait";
+      EXPECT_EQ(schedule[2].queue, schedule[1].queue);
+      EXPECT_EQ(schedule[2].waits, std::vector<std::uint64_t>{schedule[0].id})
+          << "the copy did not wait across queues (the spin finished first?)";
+    }
+    return shim().calls("clFlush") - flushes0;
+  };
+  const long clean = round(nullptr);
+  const long failed_once = round("clFlush:1:CL_OUT_OF_RESOURCES");
+  // The failed call, then the flush it still owes at the window's end.
+  EXPECT_EQ(failed_once, clean + 1) << "the queue whose flush failed was not flushed again";
+  e.set_schedule_recorder({});
+}
+
 }  // namespace
 }  // namespace uvcl::faults::core_faults_test
 
