@@ -12,7 +12,8 @@
 //       --toggle-collect='uvcl::Engine::finish(*' engine_loops frees
 //
 // ("frees" is figure 6's iteration: allocate a temporary, a kernel writes
-// it, another reads it, release it)
+// it, another reads it, release it; "spread" is figure 1 (b): each launch
+// on the next of 1024 buffers, so over every queue)
 // on the first device (PoCL here); a second argument picks another device by
 // index (for perf on a GPU), a third, "gpu", gives the engine what "auto"
 // gives a GPU (queues, spin, read bursts, events only where awaited, polled
@@ -53,9 +54,10 @@ Result<void> free_in_flight(Engine& e, std::uint32_t device, Buffer in, Buffer o
 
 int main(int argc, char** argv) {
   const char* mode = argc > 1 ? argv[1] : "";
+  const bool spread = std::strcmp(mode, "spread") == 0;
   if (std::strcmp(mode, "launches") != 0 && std::strcmp(mode, "reads") != 0 && std::strcmp(mode, "writes") != 0 &&
-      std::strcmp(mode, "frees") != 0) {
-    std::fprintf(stderr, "usage: engine_loops launches|reads|writes|frees [DEVICE [gpu]]\n");
+      std::strcmp(mode, "frees") != 0 && !spread) {
+    std::fprintf(stderr, "usage: engine_loops launches|spread|reads|writes|frees [DEVICE [gpu]]\n");
     return 2;
   }
   std::uint32_t device = 0;
@@ -105,7 +107,13 @@ int main(int argc, char** argv) {
     consume.kernel = *kc;
     consume.global = {1024};
   }
-  if (std::strcmp(mode, "launches") == 0) {
+  std::vector<Buffer> many;
+  for (std::size_t i = 0; spread && i < 1024; ++i) {
+    auto m = e.allocate(device, 4096);  // add1 runs over 1024 floats
+    if (!m) return fail(m.error());
+    many.push_back(*m);
+  }
+  if (std::strcmp(mode, "launches") == 0 || spread) {
     auto p = e.compile_sync(device, "__kernel void add1(__global float* a, float s) { a[get_global_id(0)] += s; }");
     if (!p) return fail(p.error());
     auto k = e.kernel(*p, "add1");
@@ -119,7 +127,8 @@ int main(int argc, char** argv) {
     int got = 0;
     for (int i = 0; i < kPerRound; ++i) {
       Result<void> r;
-      if (mode[0] == 'l') r = e.launch(l);
+      if (spread) l.args[0] = KernelArg::of(many[static_cast<std::size_t>(i) % many.size()]);
+      if (mode[0] == 'l' || spread) r = e.launch(l);
       else if (mode[0] == 'f') r = free_in_flight(e, device, *b, *out, produce, consume);
       else if (mode[0] == 'r') r = e.read(*b, 0, bytes.size(), [&got](Result<std::span<const std::byte>>) { ++got; });
       else r = e.write(*b, 0, bytes, i % 2 ? WriteMode::Borrow : WriteMode::Copy);
