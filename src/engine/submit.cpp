@@ -204,9 +204,10 @@ cl_int Submitter::flush_queue(DeviceCtx& d, QueueIndex qi) {
   Queue& q = d.queues[qi];
   ++e.counters.flushes;
   const cl_int rc = e.api->clFlush(q.queue);
-  // Still owed after a failure: the window's flush tries again (and loses
-  // the device if that fails too). Counted as flushed, a queue another one
-  // waits on could stay unflushed for good.
+  // Still owed after a failure: the next flush of every queue (a sync
+  // point, or the one before the loop may wait) tries again, and loses the
+  // device if that fails too. Counted as flushed, a queue another one waits
+  // on could stay unflushed for good.
   if (rc == CL_SUCCESS) q.unflushed = 0;
   return rc;
 }
@@ -382,8 +383,9 @@ bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const 
     }
     // OpenCL requires a flush before another queue waits on an event.
     // Its failure is not acted on here, in the middle of a submission: the
-    // queue stays owed a flush, which the window's flush makes; only that
-    // one failing loses the device.
+    // queue stays owed a flush, made by the next flush of every queue (at
+    // the latest before the loop may wait); only that one failing loses
+    // the device.
     if (waited.queue != sched::kNoQueue && waited.queue != q && d.queues[waited.queue].unflushed != 0)
       (void)flush_queue(d, waited.queue);
     events.push_back(ev);

@@ -194,8 +194,9 @@ TEST_F(CoreFaults, DrainReportsErrorsOfItsOwnCommandsOnly) {
 
 // A command waits for a command of another queue, whose queue is flushed
 // first (OpenCL requires it). When that clFlush fails, the queue must still
-// be flushed when the window is: on a driver that starts only flushed
-// commands, the waiting command would otherwise wait for good.
+// be flushed by the next flush of every queue (here finish()'s): on a driver
+// that starts only flushed commands, the waiting command would otherwise
+// wait for good.
 constexpr const char* kFlushRetrySource = R"CL(
 __kernel void spin(__global uint* out, uint iters) {
   uint v = out[0];
@@ -255,7 +256,7 @@ TEST(CoreFaultsFlush, AFailedFlushBeforeACrossQueueWaitIsTriedAgain) {
   };
   const long clean = round(nullptr);
   const long failed_once = round("clFlush:1:CL_OUT_OF_RESOURCES");
-  // The failed call, then the flush it still owes at the window's end.
+  // The failed call, then the flush it still owes, made by finish().
   EXPECT_EQ(failed_once, clean + 1) << "the queue whose flush failed was not flushed again";
   e.set_schedule_recorder({});
 }
