@@ -169,7 +169,7 @@ bool Completion::final_at_once(CommandId id) {
   r.status = CL_COMPLETE;
   transition(r, sched::CommandEvent::DeviceDone);
   give_back_kernel(r);
-  const bool settled = e.graph.complete(id, r.node);
+  const bool settled = e.graph.complete(r.node);
   release_frees(r);
   if (settled) {
     transition(r, sched::CommandEvent::Outcome);
@@ -223,9 +223,9 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   give_back_kernel(r);
   e.graph.event_done(id, std::move(err));
   release_frees(r);
-  if (parked) {
-    finalize(r, id, r.take_outcome());
-  }
+  // Its outcome was known before its work ended: delivered now with the
+  // outcomes of this step, after the walk, not inside it.
+  if (parked) e.graph.requeue(sched::CommandGraph::Outcome{id, r.take_outcome()});
 }
 
 void Completion::trace_completed(CommandRec& r) {

@@ -73,7 +73,7 @@ void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
   settle_from(id, *n);
 }
 
-bool CommandGraph::complete(CommandId id, GraphNode& n) {
+bool CommandGraph::complete(GraphNode& n) {
   assert(n.live && n.state == DependencyState::Submitted);
   transition(n, DependencyEvent::Complete);
   if (n.pending_producers != 0) return false;

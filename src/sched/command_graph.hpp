@@ -77,12 +77,12 @@ class CommandGraph {
   // The command's own event finished, with an error or not.
   void event_done(CommandId id, std::optional<Error> error);
   // event_done's common case, for an owner that holds the node: the event
-  // of Submitted command `id` finished without error. True when the
+  // of a Submitted command finished without error. True when the
   // command settled at once (every producer had succeeded): it is retired
   // and its outcome, success, is the caller's to give — none is queued for
   // it. Its dependents settle as event_done settles them. False: it waits
   // for a producer, and its outcome comes through the queue as usual.
-  bool complete(CommandId id, GraphNode& n);
+  bool complete(GraphNode& n);
   // The command failed before or after submission (enqueue error, poisoned
   // input, lost device). Ignored for a command that already failed.
   void fail(CommandId id, Error error);
@@ -91,6 +91,10 @@ class CommandGraph {
   // `into`'s storage for the next ones: callers that alternate two vectors
   // allocate nothing. False when there were none.
   bool take_outcomes(std::vector<Outcome>& into);
+  // An outcome taken before and held back by its owner (a command whose
+  // outcome was known while its work still ran), queued again to be taken
+  // with the others, after those queued before it.
+  void requeue(Outcome o) { outcomes_.push_back(std::move(o)); }
   std::vector<Outcome> take_outcomes();
   bool has_outcomes() const { return !outcomes_.empty(); }
 

@@ -2,6 +2,8 @@
 // command wrote before any user code can read it; user code raised inside a
 // submission keeps program order; a write-only use makes a buffer valid
 // again; error scopes and drains see only the errors of their own commands.
+#include <thread>
+
 #include "harness.hpp"
 
 namespace uvcl::faults::core_faults_test {
@@ -259,6 +261,71 @@ TEST(CoreFaultsFlush, AFailedFlushBeforeACrossQueueWaitIsTriedAgain) {
   // The failed call, then the flush it still owes, made by finish().
   EXPECT_EQ(failed_once, clean + 1) << "the queue whose flush failed was not flushed again";
   e.set_schedule_recorder({});
+}
+
+// A command whose input failed while it still ran is parked: its outcome is
+// known, its callback waits for its device work to end. That callback is
+// delivered after the completion walk that sees the work end, in program
+// order with the callbacks of that walk — not inside the walk, ahead of an
+// earlier command's.
+constexpr const char* kParkedSource = R"CL(
+__kernel void spin_from(__global const uint* in, __global uint* out, uint iters) {
+  uint v = in[get_global_id(0)];
+  for (uint i = 0; i < iters; ++i) v = v * 1664525u + 1013904223u;
+  out[get_global_id(0)] = v;
+}
+)CL";
+
+struct ParkedOrder {
+  std::vector<int>* order;
+  int which;
+};
+
+void record_parked_order(int status, const char*, void* user) {
+  auto* o = static_cast<ParkedOrder*>(user);
+  o->order->push_back(status == 0 ? o->which : -o->which);
+}
+
+TEST(CoreFaultsParked, AParkedCommandsCallbackKeepsProgramOrder) {
+  Watchdog wd("parked callback order", 60);
+  ASSERT_TRUE(shim_ok());
+  shim().reset_faults();
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config(1)).ok());
+  Engine& e = *le.engine;
+  auto p = e.compile_sync(0, kParkedSource);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto spin = e.kernel(*p, "spin_from");
+  ASSERT_TRUE(spin.ok());
+  constexpr std::uint32_t n = 64;
+  Buffer b[5];
+  for (Buffer& x : b) {
+    auto a = e.allocate(0, n * 4);
+    ASSERT_TRUE(a.ok());
+    x = *a;
+  }
+  ASSERT_TRUE(e.finish().ok());
+  bool failed_seen = false;
+  e.set_error_listener([&](const Error&) { failed_seen = true; });
+  auto launch = [&](Buffer in, Buffer out, std::uint32_t iters) {
+    return Launch{*spin, {KernelArg::of(in), KernelArg::of(out), KernelArg::value(iters)}, {n}};
+  };
+  std::vector<int> order;
+  ParkedOrder earlier{&order, 1}, parked{&order, 2};
+  // On one in-order queue: a short launch whose event fails, an unrelated
+  // long one (earlier), then a long one reading the failed one's output.
+  shim().set_fault("event:clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");
+  ASSERT_TRUE(e.launch(launch(b[0], b[1], 1)).ok());
+  ASSERT_TRUE(e.launch(launch(b[2], b[3], 8u << 20), record_parked_order, &earlier).ok());
+  ASSERT_TRUE(e.launch(launch(b[1], b[4], 16u << 20), record_parked_order, &parked).ok());
+  ASSERT_TRUE(e.run_until([&] { return failed_seen; }).ok());
+  shim().reset_faults();
+  ASSERT_TRUE(order.empty()) << "the long launches finished before the failure was seen (machine too fast?)";
+  // Both long launches end while the loop does not turn: one walk sees both.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  ASSERT_TRUE(e.run_until([&] { return order.size() == 2; }).ok());
+  EXPECT_EQ(order, (std::vector<int>{1, -2})) << "callbacks out of program order (or the second did not fail)";
+  e.set_error_listener({});
 }
 
 }  // namespace

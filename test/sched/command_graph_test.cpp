@@ -181,10 +181,10 @@ TEST(CommandGraphTest, CompleteLeavesItsOwnOutcomeToTheCaller) {
   MapNodes nodes;
   CommandGraph g{nodes};
   add_pair(g);
-  EXPECT_FALSE(g.complete(2, *nodes.find(2)));  // its producer still runs: its outcome comes queued
+  EXPECT_FALSE(g.complete(*nodes.find(2)));  // its producer still runs: its outcome comes queued
   EXPECT_EQ(g.state(2), DependencyState::Complete);
   EXPECT_TRUE(g.take_outcomes().empty());
-  EXPECT_TRUE(g.complete(1, *nodes.find(1)));  // settled at once: the caller gives its outcome
+  EXPECT_TRUE(g.complete(*nodes.find(1)));  // settled at once: the caller gives its outcome
   const Outcomes o = g.take_outcomes();
   EXPECT_EQ(ids(o), (std::vector<CommandId>{2}));
   EXPECT_FALSE(o[0].error);
@@ -195,8 +195,8 @@ TEST(CommandGraphTest, CompleteSettlesADiamondOnce) {
   MapNodes nodes;
   CommandGraph g{nodes};
   add_diamond(g);
-  for (CommandId id = 4; id >= 2; --id) EXPECT_FALSE(g.complete(id, *nodes.find(id)));
-  EXPECT_TRUE(g.complete(1, *nodes.find(1)));
+  for (CommandId id = 4; id >= 2; --id) EXPECT_FALSE(g.complete(*nodes.find(id)));
+  EXPECT_TRUE(g.complete(*nodes.find(1)));
   auto got = ids(g.take_outcomes());
   ASSERT_EQ(got.size(), 3u);
   EXPECT_EQ(got.back(), 4u);
@@ -209,7 +209,7 @@ TEST(CommandGraphTest, CompleteAfterAProducerFailedLeavesTheFailure) {
   MapNodes nodes;
   CommandGraph g{nodes};
   add_pair(g);
-  EXPECT_FALSE(g.complete(2, *nodes.find(2)));
+  EXPECT_FALSE(g.complete(*nodes.find(2)));
   g.event_done(1, boom());
   const Outcomes o = g.take_outcomes();
   EXPECT_EQ(ids(o), (std::vector<CommandId>{1, 2}));
