@@ -276,7 +276,8 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
     const CommandId p = b.hazards.writer->id;
     if (std::find(producers.begin(), producers.end(), p) == producers.end()) producers.push_back(p);
   }
-  if (!e.graph.add(c.id, e.commands.find(c.id)->node, producers.span())) {  // an input's producer had failed: the graph failed it already
+  // False: an input's producer had failed, and the graph failed it already.
+  if (!e.graph.add(c.id, e.commands.find(c.id)->node, producers.span())) {
     discard_unsubmitted(e, c, Error{Status::KernelSync, "an input of it was produced by a failed command"});
     return false;
   }

@@ -79,14 +79,20 @@ bool CommandGraph::complete(GraphNode& n) {
   if (n.pending_producers != 0) return false;
   // settle_from's first step without its worklist: most dependents are
   // still running, and only one that settles now needs settling from.
+  count_down_dependents(n, [this](CommandId d, GraphNode& dn) { settle_from(d, dn); });
+  retire(n);
+  return true;
+}
+
+template <class Settles>
+void CommandGraph::count_down_dependents(const GraphNode& n, Settles&& settles) {
   for (CommandId d : n.dependents) {
     GraphNode* dn = live(d);
     if (!dn || dn->state == DependencyState::Failed) continue;
     assert(dn->pending_producers > 0);
-    if (--dn->pending_producers == 0 && dn->state == DependencyState::Complete) settle_from(d, *dn);
+    // Only one that settles now is visited: most are still running.
+    if (--dn->pending_producers == 0 && dn->state == DependencyState::Complete) settles(d, *dn);
   }
-  retire(n);
-  return true;
 }
 
 void CommandGraph::settle_from(CommandId first, GraphNode& node) {
@@ -98,13 +104,7 @@ void CommandGraph::settle_from(CommandId first, GraphNode& node) {
     const auto [id, n] = work.back();
     work.pop_back();
     if (!n->live || n->state != DependencyState::Complete || n->pending_producers != 0) continue;
-    for (CommandId d : n->dependents) {
-      GraphNode* dn = live(d);
-      if (!dn || dn->state == DependencyState::Failed) continue;
-      assert(dn->pending_producers > 0);
-      // Only one that settles now is visited: most are still running.
-      if (--dn->pending_producers == 0 && dn->state == DependencyState::Complete) work.emplace_back(d, dn);
-    }
+    count_down_dependents(*n, [&work](CommandId d, GraphNode& dn) { work.emplace_back(d, &dn); });
     retire(*n);
     outcomes_.push_back(Outcome{id, std::nullopt});
   }

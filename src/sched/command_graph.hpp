@@ -105,6 +105,10 @@ class CommandGraph {
   GraphNode* live(CommandId id) const;
   void transition(GraphNode& n, DependencyEvent e);
   void settle_from(CommandId first, GraphNode& node);
+  // Each live dependent of `n` has one producer less to wait for; those
+  // that settle now (complete, none left) go to settles(id, node).
+  template <class Settles>
+  void count_down_dependents(const GraphNode& n, Settles&& settles);
   void fail_from(CommandId first, Error error);
   void retire(GraphNode& n);
 
