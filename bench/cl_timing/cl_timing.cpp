@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "cl/api.hpp"
 
@@ -62,6 +63,39 @@ const uvcl::cl::Api& real() {
 
 using Clock = std::chrono::steady_clock;
 
+// UVCL_CL_TIMING_STUB_KERNELS=KIB: a kernel launch is not forwarded; it
+// reads and writes KIB kibibytes of memory of its own instead, standing in
+// for a GPU driver's call: its time, and the caches it leaves cold for the
+// code that runs next. That measures a caller's own host cost per launch
+// natively, where no GPU is. A launch that asks for an event or waits gets a
+// marker with the same waits, so ordering still holds; kernels compute
+// nothing.
+struct KernelStub {
+  bool on = false;
+  std::vector<std::uint64_t> memory;
+};
+
+KernelStub load_stub() {
+  KernelStub stub;
+  const char* env = std::getenv("UVCL_CL_TIMING_STUB_KERNELS");
+  if (env == nullptr || *env == '\0') return stub;
+  char* end = nullptr;
+  const unsigned long kib = std::strtoul(env, &end, 10);
+  if (end == env || *end != '\0' || kib > 1024 * 1024) give_up("UVCL_CL_TIMING_STUB_KERNELS is not a size in KiB:", env);
+  stub.on = true;
+  stub.memory.resize(kib * 1024 / sizeof(std::uint64_t));
+  return stub;
+}
+
+KernelStub& stub() {
+  static KernelStub s = load_stub();
+  return s;
+}
+
+void run_stub_kernel(KernelStub& s) {
+  for (std::size_t i = 0; i < s.memory.size(); i += 8) s.memory[i] += 1;  // one touch per cache line
+}
+
 void add(Entry e, Clock::time_point start) {
   const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
   g_totals[e].calls.fetch_add(1, std::memory_order_relaxed);
@@ -80,7 +114,8 @@ extern "C" std::size_t uvcl_cl_timing_take(UvclClTiming* out, std::size_t cap) {
 }
 
 // One definition per entry point of the dispatch table, its signature as in
-// CL/cl.h: forward to the real library, time the call.
+// CL/cl.h: forward to the real library, time the call. A launch's
+// entry point runs the stub instead when it is on.
 // NOLINTBEGIN(bugprone-macro-parentheses): `params` and `args` are parenthesized lists
 #define UVCL_TIMED(ret, name, params, args)          \
   extern "C" CL_API_ENTRY ret CL_API_CALL name params { \
@@ -88,6 +123,16 @@ extern "C" std::size_t uvcl_cl_timing_take(UvclClTiming* out, std::size_t cap) {
     ret result = real().name args;                   \
     add(k_##name, start);                            \
     return result;                                   \
+  }
+#define UVCL_STUBBED(ret, name, params, args)            \
+  extern "C" CL_API_ENTRY ret CL_API_CALL name params {     \
+    const Clock::time_point start = Clock::now();        \
+    ret result = CL_SUCCESS;                             \
+    if (!stub().on) result = real().name args;           \
+    else if (run_stub_kernel(stub()); event != nullptr || num_events_in_wait_list != 0) \
+      result = real().clEnqueueMarkerWithWaitList(command_queue, num_events_in_wait_list, event_wait_list, event); \
+    add(k_##name, start);                                \
+    return result;                                       \
   }
 UVCL_TIMED(cl_int, clGetPlatformIDs, (cl_uint num_entries, cl_platform_id * platforms, cl_uint * num_platforms), (num_entries, platforms, num_platforms))
 UVCL_TIMED(cl_int, clGetPlatformInfo, (cl_platform_id platform, cl_platform_info param_name, size_t param_value_size, void * param_value, size_t * param_value_size_ret), (platform, param_name, param_value_size, param_value, param_value_size_ret))
@@ -121,7 +166,7 @@ UVCL_TIMED(cl_int, clGetKernelArgInfo, (cl_kernel kernel, cl_uint arg_indx, cl_k
 UVCL_TIMED(cl_int, clGetKernelWorkGroupInfo, (cl_kernel kernel, cl_device_id device, cl_kernel_work_group_info param_name, size_t param_value_size, void * param_value, size_t * param_value_size_ret), (kernel, device, param_name, param_value_size, param_value, param_value_size_ret))
 UVCL_TIMED(cl_int, clSetKernelArg, (cl_kernel kernel, cl_uint arg_index, size_t arg_size, const void * arg_value), (kernel, arg_index, arg_size, arg_value))
 UVCL_TIMED(cl_int, clReleaseKernel, (cl_kernel kernel), (kernel))
-UVCL_TIMED(cl_int, clEnqueueNDRangeKernel, (cl_command_queue command_queue, cl_kernel kernel, cl_uint work_dim, const size_t * global_work_offset, const size_t * global_work_size, const size_t * local_work_size, cl_uint num_events_in_wait_list, const cl_event * event_wait_list, cl_event * event), (command_queue, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_events_in_wait_list, event_wait_list, event))
+UVCL_STUBBED(cl_int, clEnqueueNDRangeKernel, (cl_command_queue command_queue, cl_kernel kernel, cl_uint work_dim, const size_t * global_work_offset, const size_t * global_work_size, const size_t * local_work_size, cl_uint num_events_in_wait_list, const cl_event * event_wait_list, cl_event * event), (command_queue, kernel, work_dim, global_work_offset, global_work_size, local_work_size, num_events_in_wait_list, event_wait_list, event))
 UVCL_TIMED(cl_int, clEnqueueMarkerWithWaitList, (cl_command_queue command_queue, cl_uint num_events_in_wait_list, const cl_event * event_wait_list, cl_event * event), (command_queue, num_events_in_wait_list, event_wait_list, event))
 UVCL_TIMED(cl_int, clGetEventInfo, (cl_event event, cl_event_info param_name, size_t param_value_size, void * param_value, size_t * param_value_size_ret), (event, param_name, param_value_size, param_value, param_value_size_ret))
 UVCL_TIMED(cl_int, clGetEventProfilingInfo, (cl_event event, cl_profiling_info param_name, size_t param_value_size, void * param_value, size_t * param_value_size_ret), (event, param_name, param_value_size, param_value, param_value_size_ret))
@@ -131,4 +176,5 @@ UVCL_TIMED(cl_int, clReleaseEvent, (cl_event event), (event))
 UVCL_TIMED(cl_event, clCreateUserEvent, (cl_context context, cl_int * errcode_ret), (context, errcode_ret))
 UVCL_TIMED(cl_int, clSetUserEventStatus, (cl_event event, cl_int execution_status), (event, execution_status))
 #undef UVCL_TIMED
+#undef UVCL_STUBBED
 // NOLINTEND(bugprone-macro-parentheses)
