@@ -57,7 +57,7 @@ int main(int argc, char** argv) {
   const bool spread = std::strcmp(mode, "spread") == 0;
   if (std::strcmp(mode, "launches") != 0 && std::strcmp(mode, "reads") != 0 && std::strcmp(mode, "writes") != 0 &&
       std::strcmp(mode, "frees") != 0 && !spread) {
-    std::fprintf(stderr, "usage: engine_loops launches|spread|reads|writes|frees [DEVICE [gpu]]\n");
+    std::fprintf(stderr, "usage: engine_loops launches|spread|reads|writes|frees [DEVICE [gpu [LIBRARY]]]\n");
     return 2;
   }
   std::uint32_t device = 0;
@@ -70,8 +70,9 @@ int main(int argc, char** argv) {
     }
     device = static_cast<std::uint32_t>(v);
   }
-  if (argc > 3 && (argc > 4 || std::strcmp(argv[3], "gpu") != 0)) {
-    std::fprintf(stderr, "engine_loops: expected \"gpu\" or nothing after DEVICE, got \"%s\"\n", argv[argc > 4 ? 4 : 3]);
+  if (argc > 3 && (argc > 5 || std::strcmp(argv[3], "gpu") != 0)) {
+    std::fprintf(stderr, "engine_loops: expected \"gpu\" or nothing after DEVICE, then a library, got \"%s\"\n",
+                 argv[argc > 5 ? 5 : 3]);
     return 2;
   }
   Config config;
@@ -82,6 +83,7 @@ int main(int argc, char** argv) {
     config.command_events = CommandEvents::Awaited;
     config.completion = CompletionMode::Poll;
   }
+  if (argc > 4) config.library = argv[4];
   auto made = Engine::create(config);
   if (!made) return fail(made.error());
   Engine& e = **made;
