@@ -370,3 +370,55 @@ TEST_F(CoreFaults, AFailedFenceFailsTheCommandsItCompletes) {
 
 }  // namespace
 }  // namespace uvcl::faults::core_faults_test
+
+namespace uvcl::faults::core_faults_test {
+namespace {
+
+// One window's launches go to the driver together and the second fails to
+// enqueue. The launch before it and an unrelated one after it run; the one
+// that reads its output fails with its cause, and so does a read of what
+// that one wrote. Checked with and without an event per command.
+class CoreFaultsMidWindow : public CoreFaults {
+ protected:
+  void expect_only_its_readers_fail(CommandEvents events) {
+    Watchdog wd("failed enqueue in mid-window", 60);
+    make(8, {}, events);
+    constexpr std::uint32_t n = 256;
+    const Buffer a = buffer(n, 1), b = buffer(n, 1), c = buffer(n, 1), d = buffer(n, 1);
+    const Buffer x = buffer(n, 1), y = buffer(n, 1);
+    ASSERT_TRUE(e().finish().ok());
+    auto note = [](int status, const char*, void* user) { static_cast<std::vector<int>*>(user)->push_back(status); };
+    std::vector<int> first, second, third, fourth;
+    shim().set_fault("clEnqueueNDRangeKernel:2:CL_OUT_OF_RESOURCES");
+    ASSERT_TRUE(e().launch(advance(a, b, n), note, &first).ok());
+    ASSERT_TRUE(e().launch(advance(b, c, n), note, &second).ok());  // fails to enqueue
+    ASSERT_TRUE(e().launch(advance(c, d, n), note, &third).ok());   // reads what failed
+    ASSERT_TRUE(e().launch(advance(x, y, n), note, &fourth).ok());  // unrelated
+    (void)e().finish();
+    ASSERT_EQ(shim().fired(), 1);
+    shim().reset_faults();
+    EXPECT_EQ(first, std::vector<int>{0});
+    ASSERT_EQ(second.size(), 1u);
+    EXPECT_NE(second[0], 0);
+    ASSERT_EQ(third.size(), 1u);
+    EXPECT_NE(third[0], 0) << "a launch ran on the output of a launch that failed to enqueue";
+    EXPECT_EQ(fourth, std::vector<int>{0});
+    std::string why;
+    EXPECT_FALSE(read_words(d, n, &why).has_value()) << "read what a launch wrote from a failed launch's output";
+    EXPECT_NE(why.find("CL_OUT_OF_RESOURCES"), std::string::npos) << why;
+    for (Buffer ok : {b, y}) {
+      auto got = read_words(ok, n, &why);
+      ASSERT_TRUE(got.has_value()) << why;
+      for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ((*got)[i], 3u + 1u + i);
+    }
+  }
+};
+
+TEST_F(CoreFaultsMidWindow, AFailedEnqueueFailsOnlyWhatReadsIt) { expect_only_its_readers_fail(CommandEvents::Auto); }
+
+TEST_F(CoreFaultsMidWindow, AFailedEnqueueFailsOnlyWhatReadsItWithoutEvents) {
+  expect_only_its_readers_fail(CommandEvents::Awaited);
+}
+
+}  // namespace
+}  // namespace uvcl::faults::core_faults_test
