@@ -14,6 +14,8 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <utility>
 #include <vector>
 
 #include "cl/api.hpp"
@@ -66,14 +68,31 @@ using Clock = std::chrono::steady_clock;
 // UVCL_CL_TIMING_STUB_KERNELS=KIB: a kernel launch is not forwarded; it
 // reads and writes KIB kibibytes of memory of its own instead, standing in
 // for a GPU driver's call: its time, and the caches it leaves cold for the
-// code that runs next. That measures a caller's own host cost per launch
+// code that runs next. With UVCL_CL_TIMING_STUB_CODE=1 it also runs 2048
+// functions of its own with a branch each, as a driver's large code path
+// does: the caller's code leaves the instruction cache and its branches
+// the predictor. That measures a caller's own host cost per launch
 // natively, where no GPU is. A launch that asks for an event or waits gets a
 // marker with the same waits, so ordering still holds; kernels compute
 // nothing.
 struct KernelStub {
   bool on = false;
+  bool code = false;
   std::vector<std::uint64_t> memory;
+  std::uint64_t state = 88172645463325252ull;
 };
+
+template <unsigned N>
+[[gnu::noinline]] std::uint64_t driver_code_step(std::uint64_t x) {
+  if ((x >> (N % 61)) & 1) return x * 6364136223846793005ull + N;
+  return x ^ (x >> (N % 29 + 1)) ^ N;
+}
+
+template <unsigned... Ns>
+std::uint64_t run_driver_code(std::uint64_t x, std::integer_sequence<unsigned, Ns...>) {
+  ((x = driver_code_step<Ns>(x)), ...);
+  return x;
+}
 
 KernelStub load_stub() {
   KernelStub stub;
@@ -84,6 +103,8 @@ KernelStub load_stub() {
   if (end == env || *end != '\0' || kib > 1024 * 1024) give_up("UVCL_CL_TIMING_STUB_KERNELS is not a size in KiB:", env);
   stub.on = true;
   stub.memory.resize(kib * 1024 / sizeof(std::uint64_t));
+  const char* code = std::getenv("UVCL_CL_TIMING_STUB_CODE");
+  stub.code = code != nullptr && std::strcmp(code, "1") == 0;
   return stub;
 }
 
@@ -94,6 +115,7 @@ KernelStub& stub() {
 
 void run_stub_kernel(KernelStub& s) {
   for (std::size_t i = 0; i < s.memory.size(); i += 8) s.memory[i] += 1;  // one touch per cache line
+  if (s.code) s.state = run_driver_code(s.state, std::make_integer_sequence<unsigned, 2048>{});
 }
 
 void add(Entry e, Clock::time_point start) {
