@@ -422,3 +422,106 @@ TEST_F(CoreFaultsMidWindow, AFailedEnqueueFailsOnlyWhatReadsItWithoutEvents) {
 
 }  // namespace
 }  // namespace uvcl::faults::core_faults_test
+
+namespace uvcl::faults::core_faults_test {
+namespace {
+
+// A launch that fails to enqueue never runs: it must not stand, in a
+// buffer's hazards, for an earlier reader of that buffer on its queue, or a
+// later writer on another queue stops waiting for that reader (a lost
+// write-after-read wait). Z reads x at the end of a long spin on one queue;
+// B follows Z on that queue, reads x, and fails to enqueue; C, on the other
+// queue, overwrites x and must wait for Z.
+constexpr const char* kHiddenReaderSource = R"CL(
+__kernel void set_one(__global uint* out) { out[0] = 7u; }
+__kernel void spin_then_read(__global const uint* in, __global uint* out, uint iters) {
+  uint v = 1u;
+  for (uint i = 0; i < iters; ++i) v = v * 1664525u + 1013904223u;
+  out[0] = v == 0xdeadbeefu ? 0u : in[0];
+}
+__kernel void add2(__global const uint* a, __global const uint* b, __global uint* out) { out[0] = a[0] + b[0]; }
+__kernel void copy_plus(__global const uint* in, __global uint* out) { out[0] = in[0] + 1000u; }
+)CL";
+
+class CoreFaultsHiddenReader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(shim_ok());
+    shim().reset_faults();
+    ASSERT_TRUE(le_.create(shim_config(2)).ok());
+    auto p = e().compile_sync(0, kHiddenReaderSource);
+    ASSERT_TRUE(p.ok()) << p.error().to_string();
+    for (auto [name, k] : {std::pair{"set_one", &set_one_}, {"spin_then_read", &spin_}, {"add2", &add2_},
+                           {"copy_plus", &copy_plus_}}) {
+      auto made = e().kernel(*p, name);
+      ASSERT_TRUE(made.ok()) << made.error().to_string();
+      *k = *made;
+    }
+    for (auto [b, v] : {std::pair{&x_, 5u}, {&y_, 0u}, {&o1_, 0u}, {&o2_, 0u}}) {
+      auto made = e().allocate(0, 16);
+      ASSERT_TRUE(made.ok());
+      *b = *made;
+      const std::vector<std::uint32_t> w(4, v);
+      ASSERT_TRUE(e().write(*b, 0, std::as_bytes(std::span(w))).ok());
+    }
+    ASSERT_TRUE(e().finish().ok());
+    e().set_schedule_recorder([this](const ScheduleEntry& s) { schedule_.push_back(s); });
+  }
+  void TearDown() override { shim().reset_faults(); }
+
+  Engine& e() { return *le_.engine; }
+  Launch w() { return Launch{set_one_, {KernelArg::of(y_)}, {1}}; }
+  Launch z() { return Launch{spin_, {KernelArg::of(x_), KernelArg::of(o1_), KernelArg::value<std::uint32_t>(300u << 20)}, {1}}; }
+  Launch b() { return Launch{add2_, {KernelArg::of(o1_), KernelArg::of(x_), KernelArg::of(o2_)}, {1}}; }
+  Launch c() { return Launch{copy_plus_, {KernelArg::of(y_), KernelArg::of(x_)}, {1}}; }
+
+  // Z and C are the schedule's entries `zi` and `ci` (B never reached it).
+  void expect_c_waited_for_z(std::size_t zi, std::size_t ci) {
+    e().set_schedule_recorder({});
+    ASSERT_EQ(schedule_.size(), 3u);
+    const ScheduleEntry &zs = schedule_[zi], &cs = schedule_[ci];
+    if (zs.queue != cs.queue) {
+      bool covered = false;
+      std::string waits;
+      for (auto id : cs.waits) {
+        waits += std::to_string(id) + " ";
+        for (const ScheduleEntry& s : schedule_) covered |= s.id == id && s.queue == zs.queue && s.id >= zs.id;
+      }
+      EXPECT_TRUE(covered) << "the writer of x (command " << cs.id << ", queue " << cs.queue << ") waits for ["
+                           << waits << "], not for its reader " << zs.id << " on queue " << zs.queue;
+    }
+    auto r = e().read_sync(o1_, 0, 4);
+    ASSERT_TRUE(r.ok()) << r.error().to_string();
+    std::uint32_t got = 0;
+    std::memcpy(&got, r->data(), 4);
+    EXPECT_EQ(got, 5u) << "the reader of x saw the later writer's value";
+  }
+
+  LoopEngine le_;
+  Kernel set_one_{}, spin_{}, add2_{}, copy_plus_{};
+  Buffer x_{}, y_{}, o1_{}, o2_{};
+  std::vector<ScheduleEntry> schedule_;
+};
+
+TEST_F(CoreFaultsHiddenReader, InOneWindow) {
+  Watchdog wd("failed reader, then a writer in its window", 120);
+  shim().set_fault("clEnqueueNDRangeKernel:3:CL_OUT_OF_RESOURCES");  // B
+  for (const Launch& l : {w(), z(), b(), c()}) ASSERT_TRUE(e().launch(l).ok());
+  (void)e().finish();
+  EXPECT_EQ(shim().fired(), 1);
+  expect_c_waited_for_z(1, 2);
+}
+
+TEST_F(CoreFaultsHiddenReader, InTheNextWindow) {
+  Watchdog wd("failed reader, then a writer in the next window", 120);
+  shim().set_fault("clEnqueueNDRangeKernel:2:CL_OUT_OF_RESOURCES");  // B
+  for (const Launch& l : {z(), b()}) ASSERT_TRUE(e().launch(l).ok());
+  e().poll();  // submits, does not wait
+  EXPECT_EQ(shim().fired(), 1);
+  for (const Launch& l : {w(), c()}) ASSERT_TRUE(e().launch(l).ok());
+  (void)e().finish();
+  expect_c_waited_for_z(0, 2);
+}
+
+}  // namespace
+}  // namespace uvcl::faults::core_faults_test
