@@ -154,6 +154,7 @@ void Submitter::submit_window(std::uint32_t device, Flush flush) {
       batch_next_ = &c + 1;
       submit_one(d, c);
     }
+    free_unused();
     batch_next_ = outer_next;
     batch_end_ = outer_end;
     submitted += cmds.size();
@@ -262,7 +263,19 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   record_submitted(d, c, q, done, waits);
   if (c.wants_callback && q != sched::kNoQueue) watch(d, d.queues[q], c);
   show(d, c, q, waits);
-  release_pending(e, c);
+  for (const Access& a : c.accesses) {
+    BufferRec& b = *a.rec;
+    if (--b.pending_uses == 0 && b.state == sched::BufferState::Dying) unused_.push_back(a.buffer);
+  }
+}
+
+// Buffers released while in the window go back to the driver once the
+// batch that used them last is enqueued, together: NVIDIA's driver
+// releases a memory object between two launches at a cost it does not pay
+// for the same releases in a row.
+void Submitter::free_unused() {
+  for (std::uint64_t id : unused_) e.memory.free_when_unused(id);
+  unused_.clear();
 }
 
 bool Submitter::admit(const DeviceCtx& d, const Command& c) {

@@ -106,6 +106,9 @@ struct Submitter {
   // submitted (place() looks ahead for a fresh command's consumer).
   const Command* batch_next_ = nullptr;
   const Command* batch_end_ = nullptr;
+  // Released buffers whose last use in the batch is enqueued (free_unused).
+  std::vector<std::uint64_t> unused_;
+  void free_unused();
   // Reads of settled data in the window being submitted (commands that
   // write nothing on the device and continue no chain).
   struct SettledReads {
