@@ -213,11 +213,15 @@ cl_int Submitter::flush_queue(DeviceCtx& d, QueueIndex qi) {
   return rc;
 }
 
-// Releases what a command held while it sat in the window.
-static void release_pending(Engine::Impl& e, const Command& c) {
+// Releases what a command held while it sat in the window. A released
+// buffer whose last hold this was goes back to the driver now, or, given
+// `later`, with the batch's others (Submitter::free_unused).
+static void release_pending(Engine::Impl& e, const Command& c, std::vector<std::uint64_t>* later = nullptr) {
   for (const Access& a : c.accesses) {
     BufferRec& b = *a.rec;
-    if (--b.pending_uses == 0 && b.state == sched::BufferState::Dying) e.memory.free_when_unused(a.buffer);
+    if (--b.pending_uses != 0 || b.state != sched::BufferState::Dying) continue;
+    if (later != nullptr) later->push_back(a.buffer);
+    else e.memory.free_when_unused(a.buffer);
   }
 }
 
@@ -263,16 +267,13 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   record_submitted(d, c, q, done, waits);
   if (c.wants_callback && q != sched::kNoQueue) watch(d, d.queues[q], c);
   show(d, c, q, waits);
-  for (const Access& a : c.accesses) {
-    BufferRec& b = *a.rec;
-    if (--b.pending_uses == 0 && b.state == sched::BufferState::Dying) unused_.push_back(a.buffer);
-  }
+  release_pending(e, c, &unused_);
 }
 
 // Buffers released while in the window go back to the driver once the
-// batch that used them last is enqueued, together: NVIDIA's driver
-// releases a memory object between two launches at a cost it does not pay
-// for the same releases in a row.
+// batch that used them last is enqueued, together: NVIDIA's driver takes
+// longer over releases made between launches than over the same releases
+// made in a row (figure 6 in bench/notes.md).
 void Submitter::free_unused() {
   for (std::uint64_t id : unused_) e.memory.free_when_unused(id);
   unused_.clear();
