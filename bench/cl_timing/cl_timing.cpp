@@ -104,6 +104,8 @@ KernelStub load_stub() {
   stub.on = true;
   stub.memory.resize(kib * 1024 / sizeof(std::uint64_t));
   const char* code = std::getenv("UVCL_CL_TIMING_STUB_CODE");
+  if (code != nullptr && *code != '\0' && std::strcmp(code, "0") != 0 && std::strcmp(code, "1") != 0)
+    give_up("UVCL_CL_TIMING_STUB_CODE is not 0 or 1:", code);
   stub.code = code != nullptr && std::strcmp(code, "1") == 0;
   return stub;
 }
