@@ -114,6 +114,43 @@ __kernel void take(__global const uint* t, __global uint* out) { out[get_global_
   EXPECT_EQ(le.destroy(), 0);
 }
 
+// Figure 6's pattern, a temporary per launch released right after it: the
+// releases of one window go to the driver after the window's last launch
+// (NVIDIA's launches cost less that way), not between its launches.
+TEST(Counting, ReleasesInAWindowFollowItsLastLaunch) {
+  ASSERT_TRUE(shim_ok());
+  Watchdog wd("releases in one window", 60);
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config()).ok());
+  Engine& e = *le.engine;
+  auto p = e.compile_sync(0, "__kernel void put(__global uint* t) { t[get_global_id(0)] = 7u; }");
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto put = e.kernel(*p, "put");
+  ASSERT_TRUE(put.ok());
+  std::vector<Buffer> temps;
+  for (int i = 0; i < 3; ++i) {
+    auto t = e.allocate(0, 4 * 4);
+    ASSERT_TRUE(t.ok());
+    temps.push_back(*t);
+  }
+  ASSERT_TRUE(e.finish().ok());
+  const long releases = shim().calls("clReleaseMemObject");
+  shim().mark_order();
+  for (const Buffer& t : temps) {
+    ASSERT_TRUE(e.launch(Launch{*put, {KernelArg::of(t)}, {4}}).ok());
+    ASSERT_TRUE(e.release(t).ok());
+  }
+  ASSERT_EQ(shim().calls("clReleaseMemObject"), releases) << "released before the window went out";
+  e.poll();  // the window goes out
+  ASSERT_EQ(shim().calls("clReleaseMemObject"), releases + 3);
+  EXPECT_GT(shim().first_call_since_mark("clReleaseMemObject"), shim().last_call("clEnqueueNDRangeKernel"))
+      << "a temporary went back to the driver between the window's launches";
+  ASSERT_TRUE(e.finish().ok());
+  (void)e.release(*put);
+  (void)e.release(*p);
+  EXPECT_EQ(le.destroy(), 0);
+}
+
 // The engine maps its first pinned slab when it is created: the first small
 // read, on the loop, creates and maps no staging buffer (a millisecond and
 // more on NVIDIA's OpenCL).

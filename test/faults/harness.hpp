@@ -54,6 +54,9 @@ struct ShimApi {
   int (*anomalies)() = nullptr;
   const char* (*anomaly_log)() = nullptr;
   int (*rescue_user_events)(int) = nullptr;
+  void (*mark_order)() = nullptr;
+  long (*first_call_since_mark)(const char*) = nullptr;
+  long (*last_call)(const char*) = nullptr;
 };
 
 template <class F>
@@ -100,6 +103,9 @@ inline const ShimApi& shim() {
     bind(a.handle, "uvcl_shim_anomalies", a.anomalies);
     bind(a.handle, "uvcl_shim_anomaly_log", a.anomaly_log);
     bind(a.handle, "uvcl_shim_rescue_user_events", a.rescue_user_events);
+    bind(a.handle, "uvcl_shim_mark_order", a.mark_order);
+    bind(a.handle, "uvcl_shim_first_call_since_mark", a.first_call_since_mark);
+    bind(a.handle, "uvcl_shim_last_call", a.last_call);
     return a;
   }();
   return api;
@@ -108,7 +114,7 @@ inline const ShimApi& shim() {
 inline bool shim_ok() {
   const ShimApi& s = shim();
   return s.live && s.set_fault && s.reset_faults && s.calls && s.fired && s.armed && s.lost && s.anomalies &&
-         s.anomaly_log && s.rescue_user_events;
+         s.anomaly_log && s.rescue_user_events && s.mark_order && s.first_call_since_mark && s.last_call;
 }
 
 // Live objects relative to a snapshot: what an earlier case leaked (reported

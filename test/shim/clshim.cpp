@@ -64,6 +64,9 @@ int uvcl_shim_live(const char* kind);
 void uvcl_shim_reset_faults();
 void uvcl_shim_set_fault(const char* spec);
 long uvcl_shim_calls(const char* entry_point);
+void uvcl_shim_mark_order();
+long uvcl_shim_first_call_since_mark(const char* entry_point);
+long uvcl_shim_last_call(const char* entry_point);
 int uvcl_shim_faults_fired();
 int uvcl_shim_faults_armed();
 int uvcl_shim_lost();
@@ -203,6 +206,11 @@ struct State {
   std::mutex mutex;
   Real real;
   std::array<long, kEpCount> calls{};
+  // Call order: every call gets the next number; per entry point, the
+  // number of its latest call and of its first since uvcl_shim_mark_order.
+  long order = 0;
+  std::array<long, kEpCount> last_call{};
+  std::array<long, kEpCount> first_since_mark{};
   std::unordered_map<void*, Obj> objects;
   std::vector<Fault> faults;
   int fired = 0;
@@ -330,7 +338,10 @@ Gate enter(Ep ep, bool has_event = false) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   Gate g;
-  ++s.calls[static_cast<std::size_t>(ep)];
+  const std::size_t i_ep = static_cast<std::size_t>(ep);
+  ++s.calls[i_ep];
+  s.last_call[i_ep] = ++s.order;
+  if (s.first_since_mark[i_ep] == 0) s.first_since_mark[i_ep] = s.order;
   if (!s.real.ok) {
     g.fail = true;
     g.status = ep == Ep::clGetPlatformIDs ? -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ : CL_INVALID_OPERATION;
@@ -566,12 +577,13 @@ void set_fault(const char* spec) {
     std::fprintf(stderr, "uvcl_clshim: bad fault spec \"%s\"\n", spec ? spec : "(null)");
 }
 
-long call_count(const char* entry_point) {
+// One of State's per-entry-point arrays, by name; -1 for an unknown name.
+long per_entry_point(const char* entry_point, std::array<long, kEpCount> State::*which) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const int ep = ep_from_name(entry_point ? entry_point : "");
   if (ep < 0) return -1;
-  return s.calls[static_cast<std::size_t>(ep)];
+  return (s.*which)[static_cast<std::size_t>(ep)];
 }
 
 void note_user_event(cl_event e, bool open) {
@@ -1122,7 +1134,21 @@ void uvcl_shim_reset_faults() {
 
 void uvcl_shim_set_fault(const char* spec) { set_fault(spec); }
 
-long uvcl_shim_calls(const char* entry_point) { return call_count(entry_point); }
+long uvcl_shim_calls(const char* entry_point) { return per_entry_point(entry_point, &State::calls); }
+
+// The order probe: uvcl_shim_mark_order(), then the number of an entry
+// point's first call since (0: none), to compare with another's latest.
+void uvcl_shim_mark_order() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  s.first_since_mark.fill(0);
+}
+
+long uvcl_shim_first_call_since_mark(const char* entry_point) {
+  return per_entry_point(entry_point, &State::first_since_mark);
+}
+
+long uvcl_shim_last_call(const char* entry_point) { return per_entry_point(entry_point, &State::last_call); }
 
 int uvcl_shim_faults_fired() {
   State& s = state();
