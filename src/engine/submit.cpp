@@ -150,9 +150,14 @@ void Submitter::submit_window(std::uint32_t device, Flush flush) {
     const Command* const outer_next = batch_next_;
     const Command* const outer_end = batch_end_;
     batch_end_ = cmds.data() + cmds.size();
+    std::size_t since_free = 0;
     for (Command& c : cmds) {
       batch_next_ = &c + 1;
       submit_one(d, c);
+      if (++since_free == kCommandsPerFreeGroup) {
+        free_unused();
+        since_free = 0;
+      }
     }
     free_unused();
     batch_next_ = outer_next;
@@ -270,10 +275,11 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   release_pending(e, c, &unused_);
 }
 
-// Buffers released while in the window go back to the driver once the
-// batch that used them last is enqueued, together: NVIDIA's driver takes
-// longer over releases made between launches than over the same releases
-// made in a row (figure 6 in bench/notes.md).
+// Buffers released while in the window go back to the driver in groups,
+// after every kCommandsPerFreeGroup commands of the batch and at its end:
+// NVIDIA's driver takes longer over the same launches and releases when
+// each release follows its buffer's last launch, and longer still when a
+// whole window's releases wait for its end (figure 6 in bench/notes.md).
 void Submitter::free_unused() {
   for (std::uint64_t id : unused_) e.memory.free_when_unused(id);
   unused_.clear();

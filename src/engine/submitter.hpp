@@ -106,7 +106,9 @@ struct Submitter {
   // submitted (place() looks ahead for a fresh command's consumer).
   const Command* batch_next_ = nullptr;
   const Command* batch_end_ = nullptr;
-  // Released buffers whose last use in the batch is enqueued (free_unused).
+  // Released buffers whose last use in the batch is enqueued; they go back
+  // to the driver after every kCommandsPerFreeGroup commands (free_unused).
+  static constexpr std::size_t kCommandsPerFreeGroup = 8;
   std::vector<std::uint64_t> unused_;
   void free_unused();
   // Reads of settled data in the window being submitted (commands that

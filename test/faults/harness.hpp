@@ -55,8 +55,7 @@ struct ShimApi {
   const char* (*anomaly_log)() = nullptr;
   int (*rescue_user_events)(int) = nullptr;
   void (*mark_order)() = nullptr;
-  long (*first_call_since_mark)(const char*) = nullptr;
-  long (*last_call)(const char*) = nullptr;
+  long (*nth_call_since_mark)(const char*, int) = nullptr;
 };
 
 template <class F>
@@ -104,8 +103,7 @@ inline const ShimApi& shim() {
     bind(a.handle, "uvcl_shim_anomaly_log", a.anomaly_log);
     bind(a.handle, "uvcl_shim_rescue_user_events", a.rescue_user_events);
     bind(a.handle, "uvcl_shim_mark_order", a.mark_order);
-    bind(a.handle, "uvcl_shim_first_call_since_mark", a.first_call_since_mark);
-    bind(a.handle, "uvcl_shim_last_call", a.last_call);
+    bind(a.handle, "uvcl_shim_nth_call_since_mark", a.nth_call_since_mark);
     return a;
   }();
   return api;
@@ -114,7 +112,7 @@ inline const ShimApi& shim() {
 inline bool shim_ok() {
   const ShimApi& s = shim();
   return s.live && s.set_fault && s.reset_faults && s.calls && s.fired && s.armed && s.lost && s.anomalies &&
-         s.anomaly_log && s.rescue_user_events && s.mark_order && s.first_call_since_mark && s.last_call;
+         s.anomaly_log && s.rescue_user_events && s.mark_order && s.nth_call_since_mark;
 }
 
 // Live objects relative to a snapshot: what an earlier case leaked (reported

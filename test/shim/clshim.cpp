@@ -65,8 +65,7 @@ void uvcl_shim_reset_faults();
 void uvcl_shim_set_fault(const char* spec);
 long uvcl_shim_calls(const char* entry_point);
 void uvcl_shim_mark_order();
-long uvcl_shim_first_call_since_mark(const char* entry_point);
-long uvcl_shim_last_call(const char* entry_point);
+long uvcl_shim_nth_call_since_mark(const char* entry_point, int n);
 int uvcl_shim_faults_fired();
 int uvcl_shim_faults_armed();
 int uvcl_shim_lost();
@@ -207,10 +206,10 @@ struct State {
   Real real;
   std::array<long, kEpCount> calls{};
   // Call order: every call gets the next number; per entry point, the
-  // number of its latest call and of its first since uvcl_shim_mark_order.
+  // numbers of its first kOrderKept calls since uvcl_shim_mark_order.
+  static constexpr std::size_t kOrderKept = 64;
   long order = 0;
-  std::array<long, kEpCount> last_call{};
-  std::array<long, kEpCount> first_since_mark{};
+  std::array<std::vector<long>, kEpCount> since_mark;
   std::unordered_map<void*, Obj> objects;
   std::vector<Fault> faults;
   int fired = 0;
@@ -340,8 +339,8 @@ Gate enter(Ep ep, bool has_event = false) {
   Gate g;
   const std::size_t i_ep = static_cast<std::size_t>(ep);
   ++s.calls[i_ep];
-  s.last_call[i_ep] = ++s.order;
-  if (s.first_since_mark[i_ep] == 0) s.first_since_mark[i_ep] = s.order;
+  ++s.order;
+  if (s.since_mark[i_ep].size() < State::kOrderKept) s.since_mark[i_ep].push_back(s.order);
   if (!s.real.ok) {
     g.fail = true;
     g.status = ep == Ep::clGetPlatformIDs ? -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ : CL_INVALID_OPERATION;
@@ -577,13 +576,27 @@ void set_fault(const char* spec) {
     std::fprintf(stderr, "uvcl_clshim: bad fault spec \"%s\"\n", spec ? spec : "(null)");
 }
 
-// One of State's per-entry-point arrays, by name; -1 for an unknown name.
-long per_entry_point(const char* entry_point, std::array<long, kEpCount> State::*which) {
+long call_count(const char* entry_point) {
   State& s = state();
   std::lock_guard lock(s.mutex);
   const int ep = ep_from_name(entry_point ? entry_point : "");
   if (ep < 0) return -1;
-  return (s.*which)[static_cast<std::size_t>(ep)];
+  return s.calls[static_cast<std::size_t>(ep)];
+}
+
+void mark_order() {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  for (std::vector<long>& v : s.since_mark) v.clear();
+}
+
+long nth_call_since_mark(const char* entry_point, int n) {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  const int ep = ep_from_name(entry_point ? entry_point : "");
+  if (ep < 0) return -1;
+  const std::vector<long>& v = s.since_mark[static_cast<std::size_t>(ep)];
+  return n >= 1 && static_cast<std::size_t>(n) <= v.size() ? v[static_cast<std::size_t>(n) - 1] : 0;
 }
 
 void note_user_event(cl_event e, bool open) {
@@ -1134,21 +1147,14 @@ void uvcl_shim_reset_faults() {
 
 void uvcl_shim_set_fault(const char* spec) { set_fault(spec); }
 
-long uvcl_shim_calls(const char* entry_point) { return per_entry_point(entry_point, &State::calls); }
+long uvcl_shim_calls(const char* entry_point) { return call_count(entry_point); }
 
-// The order probe: uvcl_shim_mark_order(), then the number of an entry
-// point's first call since (0: none), to compare with another's latest.
-void uvcl_shim_mark_order() {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
-  s.first_since_mark.fill(0);
-}
+// The order probe: uvcl_shim_mark_order(), then where an entry point's n-th
+// call since (from 1; the first 64 are kept) fell among all calls, to
+// compare with another's: 0 if there was none, -1 for an unknown name.
+void uvcl_shim_mark_order() { mark_order(); }
 
-long uvcl_shim_first_call_since_mark(const char* entry_point) {
-  return per_entry_point(entry_point, &State::first_since_mark);
-}
-
-long uvcl_shim_last_call(const char* entry_point) { return per_entry_point(entry_point, &State::last_call); }
+long uvcl_shim_nth_call_since_mark(const char* entry_point, int n) { return nth_call_since_mark(entry_point, n); }
 
 int uvcl_shim_faults_fired() {
   State& s = state();
