@@ -8,8 +8,8 @@
                   [--notes bench/notes.md] [--img docs/img] --out docs/BENCHMARKS.md
 
 Every number in the document comes from the JSON files; the analysis text
-comes from bench/notes.md (one "## N" section per figure, plus "## summary"
-and "## engine").
+comes from bench/notes.md (one "## N" section per figure, plus "## stops",
+printed under the targets table, "## summary" and "## engine").
 """
 import argparse
 import json
@@ -439,6 +439,9 @@ def cmd_doc(a):
             cells = ["%s: %s" % (yes(t[name][2]), t[name][1]) if name in t else "—" for t in per_run]
             o.append("| %s | %s | %s |" % (fid, name, " | ".join(cells)))
     o.append("")
+    if "stops" in notes:
+        o.append("### What stops the targets not met on a GPU\n")
+        o.append(notes["stops"] + "\n")
     o.append("## Reproduce\n")
     o.append("```\nscripts/bench.sh            # full PoCL suite + two-device figure + pyopencl, then this file\n"
              "scripts/bench.sh --quick    # the same, smaller (a few minutes)\n"
