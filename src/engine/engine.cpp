@@ -317,14 +317,16 @@ void Engine::Impl::on_prepare() {
 void Engine::Impl::on_late_work() {
   Entry entry(*this);
   // The windows, then the user code raised meanwhile (error listener,
-  // schedule recorder); once more for what that code issued and raised, so
-  // that it goes out, with the driver callbacks it needs, before the loop
-  // may sleep. Not after a callback destroyed the engine: the windows are
-  // cancelled then.
+  // schedule recorder); once more for what that code issued and raised; and
+  // the windows a last time for what the second round issued, so that it
+  // all goes out, with the driver callbacks it needs, before the loop may
+  // sleep (what the last submission raises is heard in the next step). Not
+  // after a callback destroyed the engine: the windows are cancelled then.
   for (int round = 0; round < 2 && !doomed; ++round) {
     submitter.submit_all();
     deliver_raised();
   }
+  if (!doomed) submitter.submit_all();
   for (const auto& d : devices) {
     submitter.flush_queues(*d);  // and fences what the windows' flushes could not
     submitter.ask_callbacks(*d);

@@ -124,6 +124,39 @@ TEST_F(CoreFaults, ReadFromTheErrorListenerKeepsProgramOrder) {
   EXPECT_EQ(*seen, std::vector<std::uint32_t>(n, 5)) << "the listener's read ran ahead of the fill";
 }
 
+// Work the error listener issues goes out in the loop step that heard the
+// error, also when the listener hears of it in the step's second round
+// (the launch it issued in the first round failed too): not a poll
+// interval later.
+TEST_F(CoreFaults, WorkFromTheErrorListenerGoesOutInTheStepThatHeardIt) {
+  Watchdog wd("work from the error listener", 60);
+  make(8);
+  constexpr std::uint32_t n = 256;
+  const Buffer a = buffer(n, 1), b1 = buffer(n, 1), b2 = buffer(n, 1), b3 = buffer(n, 1);
+  ASSERT_TRUE(e().finish().ok());
+  int heard = 0;
+  e().set_error_listener([&](const Error&) {
+    ++heard;
+    if (heard <= 2) {
+      EXPECT_TRUE(e().launch(advance(a, heard == 1 ? b2 : b3, n)).ok());
+    }
+  });
+  shim().set_fault("clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");
+  shim().set_fault("clEnqueueNDRangeKernel:2:CL_OUT_OF_RESOURCES");
+  const long launches = shim().calls("clEnqueueNDRangeKernel");
+  ASSERT_TRUE(e().launch(advance(a, b1, n)).ok());
+  uv_run(e().loop(), UV_RUN_NOWAIT);  // one loop step: its prepare submits the windows
+  EXPECT_EQ(heard, 2);
+  EXPECT_EQ(shim().calls("clEnqueueNDRangeKernel"), launches + 3)
+      << "the launch the listener issued in the step's second round waited for a later step";
+  (void)e().finish();  // reports the two failed launches
+  e().set_error_listener({});
+  EXPECT_EQ(shim().fired(), 2);
+  std::vector<std::uint32_t> want(n);
+  for (std::uint32_t i = 0; i < n; ++i) want[i] = 1 * 3 + 1 + i;
+  EXPECT_EQ(read_words(b3, n), want);
+}
+
 // After one failed writer, a kernel that only writes the buffer makes it
 // valid again; one that may read it (Written) keeps failing with the cause.
 TEST_F(CoreFaults, WriteOnlyUseClearsPoison) {
