@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "engine/engine_impl.hpp"
+#include "loop/running.hpp"
 
 namespace uvcl {
 
@@ -138,25 +139,28 @@ Result<void> Engine::Impl::init_devices() {
 
 Engine::~Engine() {
   if (!impl_) return;
-  if (impl_->close_state == Impl::CloseState::Closed) {
-    impl_->shutdown();  // released already: closes the engine's own loop
-    return;
-  }
+  // Whatever the state (on_closed running now included): from inside one of
+  // its own callbacks, as uv_close would be, the outermost Entry tears it
+  // down once the engine's frames have returned.
   if (impl_->entries > 0) {
-    // From inside one of its own callbacks, as uv_close would be: the
-    // outermost Entry tears it down once the engine's frames have returned.
     Impl* e = impl_.get();
     e->doomed = true;
     e->self = std::move(impl_);
     return;
   }
-  impl_->shutdown();
+  impl_->destroy();
 }
 
-void Engine::Impl::cancel_windows() {
+void Engine::Impl::destroy() {
+  std::function<void()> closed = std::move(on_closed);  // close() accepted it: it runs, once, last
+  shutdown();
+  if (closed) in_user_callback(*this, [&] { closed(); });
+}
+
+void Engine::Impl::cancel_windows(const char* why) {
   // Work still in windows never ran: cancel it.
   for (const auto& d : devices) {
-    for (const Command& c : d->window.take()) submitter.fail_unsubmitted(c, Error{Status::Cancelled, "engine destroyed"});
+    for (const Command& c : d->window.take()) submitter.fail_unsubmitted(c, Error{Status::Cancelled, why});
     d->window.end_batch();
     d->reads_in_window = false;
   }
@@ -168,8 +172,10 @@ void Engine::Impl::submit_read_bursts() {
 }
 
 void Engine::Impl::shutdown() {
+  if (lifecycle != Lifecycle::Closed) lifecycle = Lifecycle::Destroying;  // from here on, new work is refused
+  static constexpr const char* kDestroyed = "the engine was destroyed before it was submitted";
   submit_read_bursts();  // before the wait below: nothing is submitted after it
-  cancel_windows();
+  cancel_windows(kDestroyed);
   // Open gates first: what waits on a timed launch that never ends would
   // otherwise keep clFinish waiting.
   for (CommandId id = commands.base(); id < commands.next_id(); ++id) completion.open_gate(*commands.find(id));
@@ -189,11 +195,10 @@ void Engine::Impl::shutdown() {
   }
   // What is still unfinished (a failed clFinish: a hung or lost device) gets
   // its callback now, exactly once, as the contract says; a hook also gives
-  // back what it holds (a read's staging block). Callbacks may enqueue more
-  // work, which the next round cancels.
+  // back what it holds (a read's staging block). Callbacks cannot add work
+  // (refuse_new_work).
   while (commands.size() > 0) {
-    cancel_windows();
-    // In id order; callbacks may add commands, which the next round cancels.
+    cancel_windows(kDestroyed);
     const CommandId end = commands.next_id();
     for (CommandId id = commands.base(); id < end; ++id) {
       CommandRec* r = commands.find(id);
@@ -208,11 +213,9 @@ void Engine::Impl::shutdown() {
   }
 
   // Compiler processes are killed (and reaped by the loop, through their
-  // process handles); the builds they had get Cancelled below, as do builds
-  // that callbacks start meanwhile (those run inline: no process is left).
+  // process handles); the builds they had get Cancelled below.
   progs.close_compilers();
   for (const auto& d : devices) d->compilers.inline_only = true;
-  // Callbacks may start more builds meanwhile: take the list each round.
   while (!progs.building.empty()) {
     std::vector<std::uint64_t> ids;
     ids.swap(progs.building);
@@ -280,28 +283,37 @@ void Engine::Impl::check_thread(const char* what) const {
 #endif
 }
 
-Result<void> Engine::Impl::refuse_if_closing(const char* what) const {
+const char* Engine::Impl::lifecycle_name() const {
+  switch (lifecycle) {
+    case Lifecycle::Open: return "open";
+    case Lifecycle::Closing: return "closing";
+    case Lifecycle::Closed: return "closed";
+    case Lifecycle::Destroying: return "being destroyed";
+  }
+  return "?";
+}
+
+Result<void> Engine::Impl::refuse_new_work(const char* what) const {
   check_thread(what);
-  if (close_state == CloseState::Open) return {};
-  return Error{Status::Cancelled, std::string(what) + ": the engine is " +
-                                      (close_state == CloseState::Closing ? "closing" : "closed")};
+  if (lifecycle == Lifecycle::Open) return {};
+  return Error{Status::Cancelled, std::string(what) + ": the engine is " + lifecycle_name()};
 }
 
 void Engine::Impl::finish_close_if_idle() {
-  if (close_state != CloseState::Closing || has_work()) return;
-  close_state = CloseState::Closed;
+  if (lifecycle != Lifecycle::Closing || has_work()) return;
+  lifecycle = Lifecycle::Closed;
   shutdown();  // nothing is in flight: no wait
   if (auto cb = std::move(on_closed)) in_user_callback(*this, [&] { cb(); });
 }
 
 Result<void> Engine::close(std::function<void()> on_closed) {
   Impl& e = *impl_;
-  UVCL_TRY(e.refuse_if_closing("close"));
+  UVCL_TRY(e.refuse_new_work("close"));
   if (!on_closed) return Error{Status::InvalidArgument, "close: a callback is required"};
-  e.close_state = Impl::CloseState::Closing;
+  e.lifecycle = Impl::Lifecycle::Closing;
   e.on_closed = std::move(on_closed);
   e.submit_read_bursts();
-  e.cancel_windows();  // their callbacks run, with Cancelled, from the loop
+  e.cancel_windows("the engine was closed before it was submitted");  // their callbacks run, with Cancelled, from the loop
   e.update_busy();
   return {};
 }
@@ -361,7 +373,7 @@ void Engine::Impl::on_check() {
   in_loop_io_phase = false;
 }
 
-bool Engine::Impl::busy() const { return has_work() || close_state == CloseState::Closing; }
+bool Engine::Impl::busy() const { return has_work() || lifecycle == Lifecycle::Closing; }
 
 bool Engine::Impl::has_work() const {
   if (commands.size() > 0 || !progs.building.empty() || !errors.closing.empty() || !transfers.crosses.empty() || loop_holds > 0)
@@ -459,7 +471,7 @@ Entry::~Entry() {
   if (--e_.entries > 0 || !e_.doomed) return;
   std::unique_ptr<Engine::Impl> gone = std::move(e_.self);
   if (destroyed_) *destroyed_ = true;
-  gone->shutdown();
+  gone->destroy();
 }
 
 void Engine::Impl::deliver_raised() {
@@ -467,12 +479,13 @@ void Engine::Impl::deliver_raised() {
   while (!undelivered_schedule.empty() || !undelivered_errors.empty()) {
     std::vector<ScheduleEntry> schedule;
     schedule.swap(undelivered_schedule);
+    // Each call runs a copy: the code may replace or clear itself.
     for (const ScheduleEntry& s : schedule)
-      if (schedule_recorder) in_user_callback(*this, [&] { schedule_recorder(s); });
+      if (auto recorder = schedule_recorder) in_user_callback(*this, [&] { recorder(s); });
     std::vector<Error> raised;
     raised.swap(undelivered_errors);
     for (const Error& e : raised)
-      if (error_listener) in_user_callback(*this, [&] { error_listener(e); });
+      if (auto listener = error_listener) in_user_callback(*this, [&] { listener(e); });
   }
 }
 
@@ -489,8 +502,9 @@ bool Engine::device_lost(std::size_t index) const {
 void Engine::drain(DoneCallback on_done) {
   Impl& e = *impl_;
   e.check_thread("drain");
-  if (e.close_state == Impl::CloseState::Closed) {  // no loop side is left to call it later
-    if (on_done) on_done(Error{Status::Cancelled, "drain: the engine is closed"});
+  if (e.released_everything()) {  // no loop side is left to call it later
+    if (on_done)
+      in_user_callback(e, [&] { on_done(Error{Status::Cancelled, std::string("drain: the engine is ") + e.lifecycle_name()}); });
     return;
   }
   e.submitter.submit_all();
@@ -536,10 +550,12 @@ static Result<void> refuse_in_callback(const Engine::Impl& e, const char* call) 
   if (e.in_callback > 0)
     return Error{Status::InvalidArgument,
                  std::string(call) + " called from inside a uvcl callback (uv_run is not re-entrant)"};
-  if (e.in_loop_io_phase)
+  // A caller's loop: a callback of the host's (a socket's, a timer's) runs
+  // inside uv_run, which this call would re-enter.
+  if (e.in_loop_io_phase || (!e.own_loop && loop::inside_uv_run()))
     return Error{Status::InvalidArgument,
                  std::string(call) + " called from inside a callback of the running loop (uv_run is not "
-                                     "re-entrant): use the call's callback form"};
+                                     "re-entrant): use the call's callback form (read, drain, compile)"};
   return {};
 }
 

@@ -85,10 +85,20 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // Impl over to `self`, torn down when the outermost Entry ends.
   bool doomed = false;
   std::unique_ptr<Impl> self;
-  // Engine::close: Closing until every command is final, then everything is
-  // released and on_closed runs.
-  enum class CloseState { Open, Closing, Closed };
-  CloseState close_state = CloseState::Open;
+  // The engine's lifecycle, which every public entry point checks first
+  // (docs/api.md, "Lifecycle", has the answer of each call in each state):
+  //   Open        everything is accepted.
+  //   Closing     close() was called: new work is refused (Cancelled); work
+  //               on the devices runs to its end; releases, retains, queries
+  //               and drains are accepted.
+  //   Closed      every object is released and on_closed has run or runs
+  //               now; releases are accepted and do nothing.
+  //   Destroying  the destructor's teardown (from Open or Closing): new work
+  //               is refused, so nothing can wait on work that cannot start;
+  //               an on_closed still due runs at its end.
+  // A lost device is the device's state (DeviceCtx::state), not the engine's.
+  enum class Lifecycle { Open, Closing, Closed, Destroying };
+  Lifecycle lifecycle = Lifecycle::Open;
   std::function<void()> on_closed;
   // Components with work still to enqueue from their own loop handles (a job
   // runner between chunks): busy, so run_until keeps turning the loop.
@@ -141,17 +151,24 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   void report(const Error& e);
   void report(CommandId failed, const Error& e);
   void deliver_raised();  // runs the listener and recorder calls waiting in undelivered_*
-  void cancel_windows();  // shutdown: window contents get Cancelled
+  void cancel_windows(const char* why);  // close, shutdown: window contents get Cancelled
   // Close and teardown: windows holding reads a burst left there are
   // submitted, not cancelled — each read was issued as a sync point.
   void submit_read_bursts();
-  // Calls that make new work refuse it once close() was called.
-  Result<void> refuse_if_closing(const char* what) const;
+  // Calls that make new work refuse it once close() was called or teardown
+  // began; releases take effect only while objects are still held.
+  Result<void> refuse_new_work(const char* what) const;
+  bool released_everything() const { return lifecycle == Lifecycle::Closed || lifecycle == Lifecycle::Destroying; }
+  // "closing", "closed", "being destroyed": the state in an error message.
+  const char* lifecycle_name() const;
   // Debug builds: every call comes from the thread that made the engine (its
   // loop's); another thread aborts with a message naming the call.
   pthread_t loop_thread = pthread_self();
   void check_thread(const char* what) const;
   void finish_close_if_idle();
+  // The destructor's work, once no frame of the engine is on the stack:
+  // teardown, then an on_closed that close() accepted and that has not run.
+  void destroy();
   void shutdown();
 
   // The device `what` (an API call's name) is asked for: in range, not lost.

@@ -46,7 +46,10 @@ void ErrorScopes::close_scope(std::uint64_t scope, DoneCallback on_done) {
 
 void ErrorScopes::check_scopes() {
   // In closing order: a scope closed later covers at least as many commands.
-  while (!closing.empty() && scopes.at(closing.front()).target < e.commands.base()) {
+  // Only the scopes closed before this step: one that a callback closes (a
+  // drain that drains again) is the next step's, so a loop of them lets the
+  // host's loop turn in between (the backlog keeps the loop from sleeping).
+  for (std::size_t due = closing.size(); due > 0 && !closing.empty() && scopes.at(closing.front()).target < e.commands.base(); --due) {
     const std::uint64_t id = closing.front();
     closing.erase(closing.begin());
     auto node = scopes.extract(id);
@@ -54,6 +57,7 @@ void ErrorScopes::check_scopes() {
     if (node.mapped().error) r = std::move(*node.mapped().error);
     if (node.mapped().on_done) in_user_callback(e, [&] { node.mapped().on_done(std::move(r)); });
   }
+  if (!closing.empty() && scopes.at(closing.front()).target < e.commands.base()) e.completion.backlog = true;
 }
 
 void ErrorScopes::cancel_scopes() {
@@ -64,7 +68,7 @@ void ErrorScopes::cancel_scopes() {
     for (std::uint64_t id : ids) {
       auto node = scopes.extract(id);
       if (node && node.mapped().on_done)
-        in_user_callback(e, [&] { node.mapped().on_done(Error{Status::Cancelled, "engine destroyed"}); });
+        in_user_callback(e, [&] { node.mapped().on_done(Error{Status::Cancelled, "the engine was destroyed before the commands of this drain or scope completed"}); });
     }
   }
 }
@@ -80,6 +84,9 @@ void Engine::push_error_scope() {
 
 Result<void> Engine::pop_error_scope(DoneCallback on_done) {
   Impl& e = *impl_;
+  e.check_thread("pop_error_scope");
+  if (e.released_everything())  // no loop side is left to call it later
+    return Error{Status::Cancelled, std::string("pop_error_scope: the engine is ") + e.lifecycle_name()};
   if (e.errors.open_scopes.empty()) return Error{Status::InvalidArgument, "pop_error_scope: no error scope is open"};
   if (!on_done) return Error{Status::InvalidArgument, "pop_error_scope: a callback is required"};
   const std::uint64_t id = e.errors.open_scopes.back();

@@ -33,6 +33,8 @@ Result<HostMemory> Engine::alloc_host(std::size_t device, std::size_t bytes) {
 
 Result<void> Engine::release(HostMemory hm) {
   Impl& e = *impl_;
+  e.check_thread("release");
+  if (e.released_everything()) return {};  // closed or being destroyed: released with everything else
   auto it = e.memory.host_memory.find(hm.id);
   if (it == e.memory.host_memory.end() || it->second.released)
     return Error{Status::InvalidArgument,

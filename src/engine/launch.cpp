@@ -57,7 +57,7 @@ std::optional<std::uint64_t> integer_value(const Scalar& s) {
 }  // namespace
 
 Result<KernelRec*> Engine::Impl::launched_kernel(const Launch& l) {
-  UVCL_TRY(refuse_if_closing("launch"));
+  UVCL_TRY(refuse_new_work("launch"));
   auto kit = progs.kernels.find(l.kernel.id);
   if (kit == progs.kernels.end() || kit->second.released)
     return Error{Status::InvalidArgument, "launch: kernel " + std::to_string(l.kernel.id) + " is not a live kernel"};

@@ -8,7 +8,12 @@ std::string buffer_name(Buffer b) { return "buffer " + std::to_string(b.id); }
 }  // namespace
 
 Result<BufferRec*> Memory::live_buffer(Buffer b, const char* what) {
-  UVCL_TRY(e.refuse_if_closing(what));
+  UVCL_TRY(e.refuse_new_work(what));
+  return held_buffer(b, what);
+}
+
+Result<BufferRec*> Memory::held_buffer(Buffer b, const char* what) {
+  e.check_thread(what);
   BufferRec* r = buffers.find(b.id);
   if (!r || r->state != sched::BufferState::Live)
     return Error{Status::InvalidArgument,
@@ -17,7 +22,7 @@ Result<BufferRec*> Memory::live_buffer(Buffer b, const char* what) {
 }
 
 Result<DeviceCtx*> Engine::Impl::usable_device(std::size_t device, const char* what) {
-  UVCL_TRY(refuse_if_closing(what));
+  UVCL_TRY(refuse_new_work(what));
   if (device >= devices.size())
     return Error{Status::InvalidArgument, std::string(what) + ": device " + std::to_string(device) +
                                               " out of range (" + std::to_string(devices.size()) + " devices)"};
@@ -74,7 +79,7 @@ Result<Buffer> Memory::allocate(DeviceCtx& d, std::size_t device, std::size_t by
 }
 
 Result<void> Engine::retain(Buffer b) {
-  auto rec = impl_->memory.live_buffer(b, "retain");
+  auto rec = impl_->memory.held_buffer(b, "retain");
   if (!rec) return std::move(rec).error();
   ++rec.value()->refs;
   return {};
@@ -82,7 +87,8 @@ Result<void> Engine::retain(Buffer b) {
 
 Result<void> Engine::release(Buffer b) {
   Impl& e = *impl_;
-  auto rec = e.memory.live_buffer(b, "release");
+  if (e.released_everything()) return {};  // closed or being destroyed: released with everything else
+  auto rec = e.memory.held_buffer(b, "release");
   if (!rec) return std::move(rec).error();
   e.memory.drop_ref(b.id, *rec.value());
   e.update_busy();
@@ -97,7 +103,7 @@ void Memory::drop_ref(std::uint64_t id, BufferRec& r) {
 }
 
 Result<std::size_t> Engine::buffer_size(Buffer b) const {
-  auto rec = impl_->memory.live_buffer(b, "buffer_size");
+  auto rec = impl_->memory.held_buffer(b, "buffer_size");
   if (!rec) return std::move(rec).error();
   return rec.value()->bytes;
 }

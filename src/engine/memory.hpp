@@ -56,7 +56,12 @@ struct Memory {
   std::size_t dying = 0;            // buffers at zero references, not yet freed
   std::uint64_t mems_released = 0;  // SetArg: a buffer argument set before a release may name a reused cl_mem
 
+  // A live buffer for an API call: `what` names the call in the error.
+  // live_buffer is for calls that make work (refused unless the engine is
+  // Open); held_buffer for those that only hold or query (release, retain,
+  // buffer_size), accepted while it closes.
   Result<BufferRec*> live_buffer(Buffer b, const char* what);
+  Result<BufferRec*> held_buffer(Buffer b, const char* what);
   // A new buffer on device `d` (index `device`); `what` starts the messages.
   Result<Buffer> allocate(DeviceCtx& d, std::size_t device, std::size_t bytes, const char* what);
   // Memory of the device's context `what` asks for: not empty, not beyond

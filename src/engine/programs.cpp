@@ -42,6 +42,7 @@ Result<Program> Engine::compile(std::size_t device, const std::string& source, c
   auto usable = e.usable_device(device, "compile");
   if (!usable) return std::move(usable).error();
   if (source.empty()) return Error{Status::InvalidArgument, "compile: source must not be empty"};
+  if (!on_built) return Error{Status::InvalidArgument, "compile: a callback is required (on_built receives the build's result)"};
   if (e.config.debug_asm) std::fprintf(stderr, "uvcl: compiling for device %zu:\n%s\n", device, source.c_str());
   const std::uint64_t id = e.next_handle++;
   ProgramRec& p = e.progs.programs[id];
@@ -245,6 +246,8 @@ void Programs::poll_builds() {
     BuildCallback cb = std::move(p.on_built);
     Result<void> r;
     if (p.build == ProgramRec::Build::Failed) r = *p.error;
+    else if (p.released)  // the caller gave the program up: no success for a handle that is dead
+      r = Error{Status::Cancelled, "compile: program " + std::to_string(id) + " was released before its build finished"};
     if (cb) in_user_callback(e, [&] { cb(std::move(r)); });
     maybe_free_program(id);  // released before on_built ran
   }
@@ -252,6 +255,7 @@ void Programs::poll_builds() {
 
 Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vector<ParamAccess> declared) {
   Impl& e = *impl_;
+  UVCL_TRY(e.refuse_new_work("kernel"));
   auto it = e.progs.programs.find(prog.id);
   if (it == e.progs.programs.end() || it->second.released)
     return Error{Status::InvalidArgument, "kernel: program " + std::to_string(prog.id) + " is not a live program"};
@@ -327,11 +331,13 @@ Result<std::vector<KernelParam>> Engine::kernel_params(Kernel k) const {
 
 Result<void> Engine::release(Program p) {
   Impl& e = *impl_;
+  e.check_thread("release");
+  if (e.released_everything()) return {};  // closed or being destroyed: released with everything else
   auto it = e.progs.programs.find(p.id);
   if (it == e.progs.programs.end() || it->second.released)
     return Error{Status::InvalidArgument, "release: program " + std::to_string(p.id) + " is not a live program"};
   // Still building, or built with on_built not yet run: freed once on_built
-  // has run (poll_builds), which it still does, exactly once.
+  // has run (poll_builds), which it still does, exactly once, with Cancelled.
   it->second.released = true;
   e.progs.maybe_free_program(p.id);
   return {};
@@ -339,6 +345,8 @@ Result<void> Engine::release(Program p) {
 
 Result<void> Engine::release(Kernel k) {
   Impl& e = *impl_;
+  e.check_thread("release");
+  if (e.released_everything()) return {};  // closed or being destroyed: released with everything else
   auto it = e.progs.kernels.find(k.id);
   if (it == e.progs.kernels.end() || it->second.released)
     return Error{Status::InvalidArgument, "release: kernel " + std::to_string(k.id) + " is not a live kernel"};
