@@ -13,8 +13,9 @@
 // Opens device D of platform P (the indexes of the engine's enumeration),
 // checks that it is the device NAME with driver VERSION, then builds every
 // source the engine sends (compiler/protocol.hpp) and answers each with the
-// status, the build log, the binary and the kernels' parameter info. Exits
-// when stdin closes.
+// status, the build log, the binary and the kernels' parameter info. Frames
+// come on fd 0 and go out on fd 1, which it moves above fd 2 at once
+// (take_protocol_fds). Exits when its input closes.
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include "cl/api.hpp"
@@ -34,9 +36,30 @@ namespace {
 
 using namespace uvcl;
 
-// The protocol's own descriptor: fd 1 is pointed at stderr, so that nothing
-// a driver prints can end up inside a frame.
-int g_out = -1;
+// The protocol's own descriptors, moved above fd 2 before anything else
+// runs (take_protocol_fds): fd 0 then reads /dev/null and fd 1 is pointed
+// at stderr, so that nothing a driver reads or prints can touch a frame.
+int g_in = -1, g_out = -1;
+
+// The engine starts this program with frames on fds 0 and 1 and its stderr
+// on fd 2 (loop/spawn.hpp). Whatever a caller passed, the standard fds end
+// up open and distinct from the protocol's: a closed fd 0-2 is opened on
+// /dev/null first, or the copies below (or a driver's first open) would land
+// on it, and diagnostics written to stderr would be read as frames.
+bool take_protocol_fds() {
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (::fcntl(fd, F_GETFD) >= 0) continue;
+    // Every lower fd is open: open() returns `fd` itself.
+    if (::open("/dev/null", O_RDWR) != fd) return false;
+  }
+  g_in = ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3);
+  g_out = ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (g_in < 0 || g_out < 0) return false;
+  const int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null < 0 || ::dup2(null, STDIN_FILENO) < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return false;
+  if (null != STDIN_FILENO) ::close(null);
+  return true;
+}
 
 bool write_all(const std::string& bytes) {
   std::size_t done = 0;
@@ -54,7 +77,7 @@ bool write_all(const std::string& bytes) {
 int read_all(char* p, std::size_t n) {
   std::size_t done = 0;
   while (done < n) {
-    const ssize_t r = ::read(STDIN_FILENO, p + done, n - done);
+    const ssize_t r = ::read(g_in, p + done, n - done);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) return done == 0 && r == 0 ? 0 : -1;
     done += static_cast<std::size_t>(r);
@@ -147,8 +170,7 @@ compiler::BuildResult build(const cl::Api& api, cl_context ctx, cl_device_id dev
 }  // namespace
 
 int main(int argc, char** argv) {
-  g_out = ::dup(STDOUT_FILENO);
-  if (g_out < 0 || ::dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return 1;
+  if (!take_protocol_fds()) return 1;
   std::signal(SIGPIPE, SIG_IGN);  // the engine gone: a failed write, then exit
   const Args args = parse_args(argc, argv);
 

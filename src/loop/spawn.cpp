@@ -1,4 +1,5 @@
-// spawn.cpp — posix_spawn with piped stdin and stdout; exits seen through SIGCHLD.
+// spawn.cpp — posix_spawn with piped stdin and stdout and a valid stderr;
+// exits seen through SIGCHLD.
 #include "loop/spawn.hpp"
 
 #include <cerrno>
@@ -37,6 +38,23 @@ void close_pair(const int fds[2]) {
   ::close(fds[1]);
 }
 
+// The caller's stderr as the child's fd 2 will be: a close-on-exec copy
+// above fd 2 (the file action's dup2 onto fd 2 clears the flag in the
+// child), or -1 where the caller's fd 2 is closed or not open for writing.
+// A caller's fd 2 that is itself close-on-exec (Node.js marks it so) is
+// still passed on: without a deliberate fd 2, the child's first new
+// descriptor would land there and the child's diagnostics with it.
+int usable_stderr() {
+  const int fd = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+  if (fd < 0) return -1;
+  const int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || (flags & O_ACCMODE) == O_RDONLY) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 }  // namespace
 
 int spawn_piped(const char* file, char* const argv[], uv_pipe_t* in, uv_pipe_t* out) {
@@ -52,6 +70,9 @@ int spawn_piped(const char* file, char* const argv[], uv_pipe_t* in, uv_pipe_t* 
   posix_spawnattr_init(&attr);
   posix_spawn_file_actions_adddup2(&actions, to_child[0], 0);
   posix_spawn_file_actions_adddup2(&actions, from_child[1], 1);
+  const int err_fd = usable_stderr();
+  if (err_fd >= 0) posix_spawn_file_actions_adddup2(&actions, err_fd, 2);
+  else posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
   sigset_t all, none;
   sigfillset(&all);
   sigemptyset(&none);
@@ -62,6 +83,7 @@ int spawn_piped(const char* file, char* const argv[], uv_pipe_t* in, uv_pipe_t* 
   const int rc = ::posix_spawnp(&pid, file, &actions, &attr, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
+  if (err_fd >= 0) ::close(err_fd);
   ::close(to_child[0]);
   ::close(from_child[1]);
   if (rc != 0) {

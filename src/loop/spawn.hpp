@@ -17,6 +17,11 @@
 //   blocked, whatever the caller ignores (SIGPIPE) or blocks.
 // - Only fds 0, 1 and 2 are passed on deliberately; descriptors the caller
 //   opened without O_CLOEXEC are inherited, as with uv_spawn.
+// - The child starts with fds 0, 1 and 2 open whatever the caller's are:
+//   its fd 2 is the caller's fd 2 where that is open for writing, even when
+//   it is close-on-exec (Node.js marks it so), else /dev/null. A closed fd 2
+//   would be taken by the child's first new descriptor, and what the child
+//   writes to stderr would go there.
 // - A ChildWatch is started before the spawn, so no exit is missed; it
 //   reaps only its own pid (waitpid of that pid), never another child.
 #pragma once
@@ -28,7 +33,9 @@ namespace uvcl::loop {
 // Starts `file` (searched in PATH when it has no slash) with `argv`
 // (argv[0] first, null-terminated) and the caller's environment: its stdin
 // reads from `in`, its stdout writes to `out` (both uv_pipe_init-ed, not yet
-// opened; opened here on the parent's ends), its stderr is the caller's.
+// opened; opened here on the parent's ends), its stderr is the caller's (or
+// /dev/null: see the contract). The caller's fds 0-2 may be anything:
+// closed, close-on-exec, sockets.
 int spawn_piped(const char* file, char* const argv[], uv_pipe_t* in, uv_pipe_t* out);
 
 // How a child ended.

@@ -2,6 +2,7 @@
 // real PoCL, the real uvcl-compiler, and stand-ins (shell scripts) for a
 // compiler that breaks the protocol or cannot start.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include <uv.h>
 
+#include "../child_process.hpp"
 #include "../watchdog.hpp"
 #include "compiler/protocol.hpp"
 #include "engine/job_runner.hpp"
@@ -461,6 +463,89 @@ TEST(CompilerProcessTeardown, CompileInFlightLeavesNoZombie) {
     EXPECT_TRUE(children().empty());
   }
 }
+
+// --- a host process with unusual fds 0-2 --------------------------------------
+//
+// Node.js marks its fd 2 close-on-exec; daemons close fds 0-2. The compiler
+// process must still get a valid stderr and keep its protocol apart from it:
+// when its fd 2 was missing, the protocol's descriptor landed there and the
+// compiler's own diagnostics were read as frames ("unknown frame type ...").
+// The disabled case runs in a child process (child_process.hpp) whose fds
+// 0-2 UVCL_TEST_HOST_FDS sets up: "cloexec" or "closed".
+
+constexpr const char* kHostFdsMode = "UVCL_TEST_HOST_FDS";
+
+// A source the compiler warns about, new each time (no cache answers it):
+// the warnings go to the compiler's stderr as well as into the build log.
+std::string warning_source() {
+  return nonce() +
+         "#warning uvcl test: a warning from the compiler\n"
+         "__kernel void warns(__global int* o) { int unused_here = 3; o[0] = 1; }\n";
+}
+
+TEST(CompilerHostFdsChild, DISABLED_BuildsWithWarnings) {
+  if (std::getenv(child_process::kChildMarker) == nullptr) GTEST_SKIP() << "runs only as a child of CompilerHostFds tests";
+  const char* mode_env = std::getenv(kHostFdsMode);
+  const std::string mode = mode_env ? mode_env : "";
+  ASSERT_TRUE(mode == "cloexec" || mode == "closed") << mode;
+  Watchdog dog("CompilerHostFdsChild.BuildsWithWarnings (" + mode + ")", 240);
+  // libuv asserts that it never closes one of fds 0-2 (uv__close), so the
+  // loop's own descriptors are made first, while those are open: the
+  // loop, its signal pipe, its async eventfd, the descriptor the first
+  // stream reserves (emfile_fd), and the engine's timerfd.
+  uv_loop_t loop;
+  ASSERT_EQ(uv_loop_init(&loop), 0);
+  uv_signal_t signal{};
+  uv_async_t async{};
+  uv_pipe_t pipe{};
+  uv_signal_init(&loop, &signal);
+  uv_async_init(&loop, &async, nullptr);
+  uv_pipe_init(&loop, &pipe, 0);
+  for (uv_handle_t* h : {reinterpret_cast<uv_handle_t*>(&signal), reinterpret_cast<uv_handle_t*>(&async),
+                         reinterpret_cast<uv_handle_t*>(&pipe)})
+    uv_close(h, nullptr);
+  uv_run(&loop, UV_RUN_NOWAIT);
+  Config c = test_config();
+  c.compile = CompileMode::Process;
+  auto created = Engine::create(c, &loop);
+  ASSERT_TRUE(created.ok()) << created.error().message;
+  std::unique_ptr<Engine> e = std::move(created.value());
+  // Copies of fds 0-2 above them, to put back before anything is reported.
+  int saved[3];
+  for (int fd = 0; fd < 3; ++fd) ASSERT_GE(saved[fd] = ::fcntl(fd, F_DUPFD_CLOEXEC, 10), 0);
+  for (int fd = 0; fd < 3; ++fd) {
+    if (mode == "closed") ::close(fd);
+    else ::fcntl(fd, F_SETFD, FD_CLOEXEC);
+  }
+  std::vector<std::string> errors;
+  for (int i = 0; i < 4; ++i) {
+    auto p = e->compile_sync(0, warning_source());
+    errors.push_back(p ? "" : p.error().message);
+  }
+  const EngineStats stats = e->stats();
+  e.reset();
+  for (int fd = 0; fd < 3; ++fd) {
+    ::dup2(saved[fd], fd);
+    ::close(saved[fd]);
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);  // the compiler's exit, the handles' close callbacks
+  EXPECT_EQ(uv_loop_close(&loop), 0);
+  for (std::size_t i = 0; i < errors.size(); ++i) EXPECT_EQ(errors[i], "") << "build " << i;
+  EXPECT_EQ(stats.process_builds, 4u);
+  EXPECT_EQ(stats.inline_builds, 0u);
+  EXPECT_EQ(stats.compiler_failures, 0u);
+}
+
+void expect_host_fds_child_passed(const std::string& mode) {
+  const auto c = child_process::spawn_child("CompilerHostFdsChild.*", {{kHostFdsMode, mode}}, std::chrono::seconds(300));
+  EXPECT_EQ(c.exit_code, 0) << c.output;
+  EXPECT_NE(c.output.find("[       OK ] CompilerHostFdsChild.DISABLED_BuildsWithWarnings"), std::string::npos)
+      << c.output;
+}
+
+TEST(CompilerHostFds, BuildsWithWarningsWhenTheHostsStdioIsCloseOnExec) { expect_host_fds_child_passed("cloexec"); }
+
+TEST(CompilerHostFds, BuildsWithWarningsWhenTheHostsStdioIsClosed) { expect_host_fds_child_passed("closed"); }
 
 TEST(CompilerProtocol, FramesAreCheckedWhereverTheStreamIsSplit) {
   compiler::BuildResult r;

@@ -5,11 +5,15 @@
 #include <csignal>
 #include <cstdint>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "loop/spawn.hpp"
 #include "../watchdog.hpp"
@@ -150,6 +154,50 @@ TEST(Spawn, TheChildStartsWithDefaultSignalsAndNoneBlocked) {
   // (32, 33) ignored in the child, which its libc takes back when it uses them.
   EXPECT_EQ(status_mask(c.output, "SigIgn") & 0x7fffffffu, 0u) << c.output;
   EXPECT_EQ(status_mask(c.output, "SigBlk") & 0x7fffffffu, 0u) << c.output;
+}
+
+// The child always starts with a usable fd 2, whatever the caller's is:
+// the caller's own where it is open for writing (also when close-on-exec,
+// as Node.js leaves it), else /dev/null. Without one, the child's first new
+// descriptor lands on fd 2 and its diagnostics go there.
+TEST(Spawn, TheChildAlwaysHasAStderr) {
+  for (const std::string mode : {"cloexec", "closed", "read-only"}) {
+    SCOPED_TRACE(mode);
+    Child c;
+    // The loop's signal pipe is made now, while fd 2 is open: libuv asserts
+    // that it never closes one of fds 0-2.
+    uv_signal_t warm{};
+    uv_signal_init(&c.loop, &warm);
+    uv_close(reinterpret_cast<uv_handle_t*>(&warm), nullptr);
+    uv_run(&c.loop, UV_RUN_NOWAIT);
+    const int saved = ::fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 10);
+    ASSERT_GE(saved, 0);
+    const std::string file = ::testing::TempDir() + "spawn_test_stderr_" + std::to_string(::getpid());
+    if (mode == "cloexec") {
+      const int f = ::open(file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+      ::dup3(f, STDERR_FILENO, O_CLOEXEC);
+      ::close(f);
+    } else if (mode == "closed") {
+      ::close(STDERR_FILENO);
+    } else {
+      const int ro = ::open("/dev/zero", O_RDONLY | O_CLOEXEC);
+      ::dup2(ro, STDERR_FILENO);
+      ::close(ro);
+    }
+    const int pid = c.start({"sh", "-c", "readlink /proc/$$/fd/2 && echo to-stderr >&2 && echo written"});
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    ASSERT_GT(pid, 0);
+    c.close_stdin();
+    c.run_to_exit();
+    EXPECT_EQ(c.output, (mode == "cloexec" ? file : std::string("/dev/null")) + "\nwritten\n");
+    EXPECT_EQ(c.exit->status, 0);
+    if (mode == "cloexec") {
+      std::ifstream in(file);
+      EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), "to-stderr\n");
+      ::unlink(file.c_str());
+    }
+  }
 }
 
 TEST(Spawn, EachWatchReapsOnlyItsOwnChild) {
