@@ -201,6 +201,10 @@ struct EngineStats {
   // started; builds a compiler process took down (a crash, a timeout, a
   // protocol violation).
   std::uint64_t process_builds = 0, inline_builds = 0, compiler_starts = 0, compiler_failures = 0;
+  // Devices that fell back to inline builds under opencl.compile "process":
+  // no uvcl-compiler found, or it could not start, refused the device or
+  // exited before it was ready (said once per engine on stderr).
+  std::uint64_t compiler_fallbacks = 0;
 };
 
 // How compile() combines its options with opencl.build_options: after them

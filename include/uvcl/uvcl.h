@@ -368,7 +368,7 @@ typedef struct {
   uint64_t in_flight, pending, unfinished;
   uint64_t live_buffers, host_memory_bytes, staging_bytes;
   uint64_t program_memo_hits, program_memo_misses;
-  uint64_t process_builds, inline_builds, compiler_starts, compiler_failures;
+  uint64_t process_builds, inline_builds, compiler_starts, compiler_failures, compiler_fallbacks;
   uint64_t callbacks, spin_ns, snapshots, polls;
 } uvcl_stats_t;
 int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out);

@@ -618,7 +618,7 @@ int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out) {
                       s.in_flight, s.pending, s.unfinished,
                       s.live_buffers, s.host_memory_bytes, s.staging_bytes,
                       s.program_memo_hits, s.program_memo_misses,
-                      s.process_builds, s.inline_builds, s.compiler_starts, s.compiler_failures,
+                      s.process_builds, s.inline_builds, s.compiler_starts, s.compiler_failures, s.compiler_fallbacks,
                       s.callbacks, s.spin_ns, s.snapshots, s.polls};
   return 0;
 }

@@ -10,7 +10,10 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <string_view>
 
 #include "engine/engine_impl.hpp"
 
@@ -28,13 +31,25 @@ std::string own_folder() {
   return slash == std::string::npos ? "." : path.substr(0, slash);
 }
 
-// opencl.compiler if given; else next to libuvcl, then the install prefix.
+// opencl.compiler if given; else next to libuvcl (a build tree: both are
+// built in src/), then from libuvcl's folder to the libexecdir of its
+// installation (the relative path from libdir, src/meson.build: an installed
+// tree wherever it was put), then the configured installation path.
 std::vector<std::string> compiler_candidates(const Config& config) {
   if (!config.compiler.empty()) return {config.compiler};
   std::vector<std::string> paths;
-  if (std::string dir = own_folder(); !dir.empty()) paths.push_back(dir + "/uvcl-compiler");
+  auto add = [&paths](std::string path) {
+    if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
+  };
+  if (std::string dir = own_folder(); !dir.empty()) {
+    add(dir + "/uvcl-compiler");
+#ifdef UVCL_LIBEXEC_FROM_LIBDIR
+    if (std::string_view(UVCL_LIBEXEC_FROM_LIBDIR) != "")
+      add((std::filesystem::path(dir) / UVCL_LIBEXEC_FROM_LIBDIR / "uvcl-compiler").lexically_normal().string());
+#endif
+  }
 #ifdef UVCL_COMPILER_INSTALLED
-  paths.emplace_back(UVCL_COMPILER_INSTALLED);
+  add(UVCL_COMPILER_INSTALLED);
 #endif
   return paths;
 }
@@ -110,10 +125,18 @@ void Programs::dispatch_builds(DeviceCompilers& dc) {
 }
 
 void Programs::fall_back_to_inline(DeviceCompilers& dc, const std::string& why) {
+  if (!dc.inline_only) ++e.counters.compiler_fallbacks;
   dc.inline_only = true;
-  if (e.config.debug_backends)
-    std::fprintf(stderr, "uvcl: device %u: the OpenCL compiler process cannot be used (%s): building inline\n",
+  // Said once per engine (each time with debug.backends): builds on the loop
+  // thread are what the compiler process exists to avoid, and a missing
+  // program (an installation moved without it) must not go unnoticed.
+  if (e.config.debug_backends || !fallback_said) {
+    fallback_said = true;
+    std::fprintf(stderr,
+                 "uvcl: device %u: the OpenCL compiler process cannot be used (%s): building inline, on the loop "
+                 "thread\n",
                  dc.device, why.c_str());
+  }
   while (!dc.waiting.empty()) {
     const std::uint64_t id = dc.waiting.front();
     dc.waiting.pop_front();

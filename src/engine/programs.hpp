@@ -73,6 +73,7 @@ struct Programs {
   std::unique_ptr<ProgramCache> cache;  // with config.cache_dir
   std::unique_ptr<ProgramMemo> memo;    // built programs, config.program_memo entries
   std::optional<std::string> compiler_path;  // resolved on first need; "" none found
+  bool fallback_said = false;  // the inline fallback was reported on stderr (once per engine)
 
   void poll_builds();
   // From source: creates the program and starts its build.

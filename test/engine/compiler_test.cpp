@@ -371,8 +371,39 @@ TEST_F(CompilerProcessTest, MissingCompilerFallsBackToInline) {
       << said;
   EXPECT_EQ(eng().stats().inline_builds, 1u);
   EXPECT_EQ(eng().stats().compiler_starts, 0u);
+  EXPECT_EQ(eng().stats().compiler_fallbacks, 1u);
   EXPECT_EQ(compile_error(nonce() + kTwiceKernel), "");  // and stays inline
   EXPECT_EQ(eng().stats().inline_builds, 2u);
+  EXPECT_EQ(eng().stats().compiler_fallbacks, 1u);
+}
+
+// Without debug.backends the fallback is still said, once per engine, with
+// the paths tried; opencl.compile "inline" is no fallback and says nothing.
+TEST_F(CompilerProcessTest, FallbackIsSaidOncePerEngine) {
+  Watchdog dog("FallbackIsSaidOncePerEngine", 120);
+  Config c = config();
+  c.compiler = "/nonexistent/uvcl-compiler";
+  make_engine(c);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(compile_error(nonce() + kTwiceKernel), "");
+  EXPECT_EQ(compile_error(nonce() + kTwiceKernel), "");
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  const std::string line = "uvcl: device 0: the OpenCL compiler process cannot be used (no executable uvcl-compiler "
+                           "(tried /nonexistent/uvcl-compiler)): building inline, on the loop thread\n";
+  const std::size_t at = said.find(line);
+  EXPECT_NE(at, std::string::npos) << said;
+  EXPECT_EQ(said.find("cannot be used", at + line.size()), std::string::npos) << "said more than once:\n" << said;
+  EXPECT_EQ(eng().stats().compiler_fallbacks, 1u);
+  make_engine(c);  // a new engine says it again
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(compile_error(nonce() + kTwiceKernel), "");
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find(line), std::string::npos);
+  c.compile = CompileMode::Inline;
+  make_engine(c);
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(compile_error(nonce() + kTwiceKernel), "");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("cannot be used"), std::string::npos);
+  EXPECT_EQ(eng().stats().compiler_fallbacks, 0u);
 }
 
 TEST_F(CompilerProcessTest, CompilerThatCannotStartFallsBackToInline) {
@@ -398,6 +429,7 @@ TEST_F(CompilerProcessTest, CompilerThatCannotStartFallsBackToInline) {
     EXPECT_NE(said.find("building inline"), std::string::npos) << said;
     EXPECT_EQ(eng().stats().compiler_starts, 1u);
     EXPECT_EQ(eng().stats().inline_builds, 1u);
+    EXPECT_EQ(eng().stats().compiler_fallbacks, 1u);
   }
 }
 

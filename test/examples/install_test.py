@@ -7,7 +7,9 @@ versioned SONAME, the `uvcl` program (when tools are built), uvcl.pc and the
 CMake package files are installed; the installed programs carry a RUNPATH
 relative to themselves ($ORIGIN) and run from TMP with no LD_LIBRARY_PATH.
 Then one consumer, built against the installed tree and run without
-LD_LIBRARY_PATH:
+LD_LIBRARY_PATH; it must build its kernel in the installed uvcl-compiler,
+found relative to the installed libuvcl (the configured prefix holds none),
+not fall back to inline builds:
   --consumer pkgconfig: a tiny program compiled with `pkg-config --cflags
     --libs uvcl` (PKG_CONFIG_PATH pointing into TMP, prefix redefined to
     TMP's; no -std flag of its own: uvcl.pc's Cflags give C++20);
@@ -36,7 +38,9 @@ PROGRAM = r"""
 #include <uvcl/engine.hpp>
 
 int main() {
-  auto engine = uvcl::Engine::create(uvcl::Config{});
+  uvcl::Config config;
+  config.debug_backends = true;  // names the uvcl-compiler it starts
+  auto engine = uvcl::Engine::create(config);
   if (!engine) { std::fprintf(stderr, "%s\n", engine.error().to_string().c_str()); return 1; }
   uvcl::Engine& e = *engine.value();
   auto p = e.compile_sync(0, "__kernel void iota(__global uint* x) { x[get_global_id(0)] = get_global_id(0) * 3u; }");
@@ -51,7 +55,10 @@ int main() {
   std::memcpy(v.data(), r->data(), r->size());
   for (unsigned i = 0; i < 256; ++i)
     if (v[i] != i * 3u) { std::fprintf(stderr, "x[%u] = %u\n", i, v[i]); return 1; }
+  const uvcl::EngineStats s = e.stats();
   std::printf("installed uvcl: ok (%zu devices)\n", e.device_count());
+  std::printf("builds: %llu in the compiler process, %llu inline\n",
+              static_cast<unsigned long long>(s.process_builds), static_cast<unsigned long long>(s.inline_builds));
   return 0;
 }
 """
@@ -68,6 +75,20 @@ find_package(uvcl 0.1 REQUIRED)
 add_executable(hello hello.cpp)
 target_link_libraries(hello PRIVATE uvcl::uvcl)
 """
+
+
+def check_compiler_process(r, dest, check):
+    """The installed tree, run from where it was put, builds in its own
+    uvcl-compiler: found from libuvcl's folder, not from the configured
+    prefix (where nothing is installed), and with no fallback to inline
+    builds."""
+    started = re.search(r"uvcl: device 0: started (\S+) \(pid", r.stderr)
+    check(started is not None and started.group(1).startswith(dest + "/"),
+          f"the installed uvcl-compiler is started, from the relocated tree "
+          f"({started.group(1) if started else 'none started'})")
+    check("builds: 1 in the compiler process, 0 inline" in r.stdout,
+          "the program's build ran in the compiler process, not inline")
+    check("cannot be used" not in r.stderr, "no fallback to inline builds is reported")
 
 
 def cmake_consumer(a, dest, prefix, tmp, find, check, env):
@@ -98,6 +119,7 @@ def cmake_consumer(a, dest, prefix, tmp, find, check, env):
     sys.stdout.write(r.stdout)
     sys.stderr.write(r.stderr)
     check(r.returncode == 0 and "installed uvcl: ok" in r.stdout, "the CMake consumer runs a kernel")
+    check_compiler_process(r, dest, check)
     return check.exit_code()
 
 
@@ -202,6 +224,7 @@ def main():
         sys.stdout.write(r.stdout)
         sys.stderr.write(r.stderr)
         check(r.returncode == 0 and "installed uvcl: ok" in r.stdout, "the program runs a kernel")
+        check_compiler_process(r, dest, check)
     finally:
         if a.keep:
             print("kept", tmp)
