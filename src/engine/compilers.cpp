@@ -44,7 +44,7 @@ std::vector<std::string> compiler_candidates(const Config& config) {
   if (std::string dir = own_folder(); !dir.empty()) {
     add(dir + "/uvcl-compiler");
 #ifdef UVCL_LIBEXEC_FROM_LIBDIR
-    if (std::string_view(UVCL_LIBEXEC_FROM_LIBDIR) != "")
+    if (!std::string_view(UVCL_LIBEXEC_FROM_LIBDIR).empty())
       add((std::filesystem::path(dir) / UVCL_LIBEXEC_FROM_LIBDIR / "uvcl-compiler").lexically_normal().string());
 #endif
   }
