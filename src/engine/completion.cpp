@@ -58,6 +58,9 @@ bool Engine::Impl::is_complete(CommandId id) const {
       if (d.submitting) q.unfinished_from = by_id;
       return false;
     }
+    // Kept for the completion walk, which completes this command with it
+    // instead of asking the driver again (collect_group).
+    by.status = status;
     by.seen_done = true;
   }
   const_cast<CommandRec*>(r)->seen_done = true;
@@ -91,7 +94,13 @@ void Completion::collect_completions() {
   // under a budget (their commands never retired, their records never
   // freed); one group per turn visited every idle queue per group (where
   // every command has an event, per command).
+  // A queue whose status read said "not yet" (or failed) is left alone
+  // for the rest of this walk (Queue::not_yet_walk): while other queues
+  // complete groups the round robin passes it again and again, and asking
+  // again microseconds later was a read per pass (and used up a failing
+  // event's retries, meant a poll apart, within one walk).
   constexpr int kGroupsPerTurn = 8;
+  ++walk;
   std::size_t total = 0;
   for (const auto& dp : e.devices) total += dp->queues.size();
   bool collected = true;  // since the budget was last checked: the clock is read only after work
@@ -115,9 +124,13 @@ void Completion::collect_completions() {
 
 bool Completion::collect_group(DeviceCtx& d, QueueIndex qi) {
   Queue& q = d.queues[qi];
-  if (q.in_flight.empty()) return false;
+  if (q.in_flight.empty() || q.not_yet_walk == walk) return false;
   // One status read for the first command with an event: the commands
-  // before it (event-less) completed with it.
+  // before it (event-less) completed with it. Its own event only: on PoCL
+  // 3.1 a later event of the same in-order queue says nothing about an
+  // earlier one (one enqueued after an earlier command failed completes
+  // CL_COMPLETE, even while commands before the failed one still run).
+  // Every command has an event there, so that is a read per command.
   std::size_t k =
       q.evented.empty()                             ? q.in_flight.size()
       : q.evented.front() == q.in_flight.front()    ? 0  // every command has an event (PoCL), or the first does
@@ -128,14 +141,21 @@ bool Completion::collect_group(DeviceCtx& d, QueueIndex qi) {
     if (d.state != sched::DeviceState::Lost) return false;  // its fence comes with the next flush
     status = CL_DEVICE_NOT_AVAILABLE;                        // nothing will ever complete them
     k = q.in_flight.size() - 1;
+  } else if (const CommandRec& r = *e.commands.find(q.in_flight[k]); r.seen_done && r.status <= CL_COMPLETE) {
+    status = r.status;  // a hazard check read it done (Engine::Impl::is_complete): not asked again
   } else {
     ++e.status_queries;
-    const CommandRec& r = *e.commands.find(q.in_flight[k]);
     cl_int rc = e.api->clGetEventInfo(r.event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
-    if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) return false;
+    if (rc != CL_SUCCESS && ++q.failed_reads < kFailedReadsToGiveUp) {
+      q.not_yet_walk = walk;
+      return false;
+    }
     if (rc != CL_SUCCESS) status = rc;  // an event we cannot query is a failed one
     q.failed_reads = 0;
-    if (status > CL_COMPLETE) return false;
+    if (status > CL_COMPLETE) {
+      q.not_yet_walk = walk;
+      return false;
+    }
   }
   complete_queue_front(d, qi, k + 1, status);
   return true;

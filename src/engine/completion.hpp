@@ -27,6 +27,7 @@ struct Completion {
   std::uint64_t iteration_deadline_ns = 0;  // set by the iteration's first on_poll, cleared by on_check
   std::uint64_t step_deadline_ns = 0;       // iteration_deadline_ns inside on_poll, else 0
   std::size_t collect_next = 0;             // the queue (over all devices) the completion walk serves next
+  std::uint64_t walk = 0;                   // completion walks made (Queue::not_yet_walk)
   bool backlog = false;
   std::vector<sched::CommandGraph::Outcome> deferred_outcomes;
   std::size_t deferred_head = 0;

@@ -159,6 +159,9 @@ struct Queue {
   // fails once is tried again at the next poll; only a persistent failure
   // fails the commands that event completes (it may complete many).
   std::uint8_t failed_reads = 0;
+  // The completion walk (Completion::walk) in which its status read said
+  // "not yet" or failed: not asked again until the next walk.
+  std::uint64_t not_yet_walk = 0;
   // The command completed last on this queue, if it failed (0 if it did
   // not): a driver may fail what it queued behind a failed command (PoCL
   // fails the commands enqueued while it was pending), and the errors of

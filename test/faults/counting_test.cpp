@@ -1,5 +1,8 @@
 // The standard workload without faults: every OpenCL object the engine
 // creates is released by the time it is destroyed, and the loop closes.
+#include <chrono>
+#include <thread>
+
 #include "harness.hpp"
 
 namespace uvcl::faults::counting_test {
@@ -84,8 +87,8 @@ __kernel void take(__global const uint* t, __global uint* out) { out[get_global_
   ASSERT_TRUE(p.ok()) << p.error().to_string();
   auto slow = e.kernel(*p, "slow");
   auto take = e.kernel(*p, "take");
-  auto t = e.allocate(0, 4 * 4);
-  auto out = e.allocate(0, 4 * 4);
+  auto t = e.allocate(0, std::size_t{4} * 4);
+  auto out = e.allocate(0, std::size_t{4} * 4);
   ASSERT_TRUE(slow.ok() && take.ok() && t.ok() && out.ok());
   ASSERT_TRUE(e.finish().ok());
   constexpr std::uint32_t kIters = 40u * 1000 * 1000;  // a few hundred ms
@@ -99,8 +102,8 @@ __kernel void take(__global const uint* t, __global uint* out) { out[get_global_
   EXPECT_EQ(shim().live("mem"), mems - 1) << "the released buffer's memory object is still the engine's";
   EXPECT_EQ(e.free_bytes(0), free) << "the bytes came back while the device may still use them";
   ASSERT_TRUE(e.finish().ok());
-  EXPECT_EQ(e.free_bytes(0), free + 4 * 4);
-  auto got = e.read_sync(*out, 0, 4 * 4);
+  EXPECT_EQ(e.free_bytes(0), free + std::size_t{4} * 4);
+  auto got = e.read_sync(*out, 0, std::size_t{4} * 4);
   ASSERT_TRUE(got.ok()) << got.error().to_string();
   std::uint32_t first = 0;
   std::memcpy(&first, got.value().data(), 4);
@@ -131,7 +134,7 @@ TEST(Counting, ReleasesInAWindowGoInGroupsBetweenItsLaunches) {
   constexpr int kLaunches = 40;  // in one window of 100
   std::vector<Buffer> temps;
   for (int i = 0; i < kLaunches; ++i) {
-    auto t = e.allocate(0, 4 * 4);
+    auto t = e.allocate(0, std::size_t{4} * 4);
     ASSERT_TRUE(t.ok());
     temps.push_back(*t);
   }
@@ -169,7 +172,7 @@ TEST(Counting, TheFirstSmallReadMapsNoStagingBlock) {
   ASSERT_TRUE(b.ok());
   const long maps = shim().calls("clEnqueueMapBuffer"), creates = shim().calls("clCreateBuffer");
   bool done = false;
-  ASSERT_TRUE(e.read(*b, 0, 4096, [&](Result<std::span<const std::byte>> r) {
+  ASSERT_TRUE(e.read(*b, 0, 4096, [&](const Result<std::span<const std::byte>>& r) {
                  EXPECT_TRUE(r.ok());
                  done = true;
                }).ok());
@@ -200,6 +203,71 @@ TEST(Counting, HostMemoryIsFreedWithTheEngine) {
   ASSERT_TRUE(e.release(*dropped).ok());
   EXPECT_EQ(le.destroy(), 0);
   EXPECT_EQ(live.delta("all"), 0);
+}
+
+// On PoCL a hazard check asks the driver for the status of the event it
+// would wait on. One that read a failed event done keeps that read: the
+// completion walk completes the command with it instead of asking again,
+// and the failure is still the failed command's own, reported once.
+TEST(Counting, AFailedEventAHazardCheckReadIsCompletedWithThatRead) {
+  ASSERT_TRUE(shim_ok());
+  shim().reset_faults();
+  Watchdog wd("a failed event read by a hazard check", 60);
+  LoopEngine le;
+  ASSERT_TRUE(le.create(shim_config(8, 1)).ok());  // window 1: each command is enqueued at once
+  Engine& e = *le.engine;
+  auto p = e.compile_sync(0, kSource);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto k = e.kernel(*p, "advance");
+  ASSERT_TRUE(k.ok()) << k.error().to_string();
+  constexpr std::uint32_t n = 256;
+  constexpr std::size_t bytes = std::size_t{n} * 4;
+  auto in = e.allocate(0, bytes), out = e.allocate(0, bytes);
+  ASSERT_TRUE(in.ok() && out.ok());
+  const std::vector<std::uint32_t> ones(n, 1);
+  ASSERT_TRUE(e.write(*in, 0, std::as_bytes(std::span(ones))).ok());
+  ASSERT_TRUE(e.write(*out, 0, std::as_bytes(std::span(ones))).ok());
+  ASSERT_TRUE(e.finish().ok());
+  std::vector<std::string> heard;
+  e.set_error_listener([&](const Error& err) { heard.push_back(err.to_string()); });
+  std::vector<ScheduleEntry> schedule;
+  e.set_schedule_recorder([&](const ScheduleEntry& s) { schedule.push_back(s); });
+  shim().set_fault("event:clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");
+  const Launch l{*k,
+                 {KernelArg::of(*in), KernelArg::of(*out), KernelArg::value<std::uint32_t>(3),
+                  KernelArg::value<std::uint32_t>(1), KernelArg::value<std::uint32_t>(n)},
+                 {n},
+                 {64}};
+  ASSERT_TRUE(e.launch(l).ok());
+  ASSERT_EQ(shim().fired(), 1) << "the launch was not enqueued at once";
+  // Done on the device; the loop has not run, so no walk has read it.
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::uint64_t q0 = e.stats().status_queries;
+  std::optional<std::string> read_error;
+  ASSERT_TRUE(e.read(*out, 0, bytes, [&](const Result<std::span<const std::byte>>& d) {
+                 read_error = d ? std::string() : d.error().to_string();
+               }).ok());
+  const std::uint64_t q1 = e.stats().status_queries;
+  EXPECT_EQ(q1 - q0, 1u) << "the read's hazard check did not ask for the launch's status once";
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the read is done on the device too
+  EXPECT_EQ(run_for(e, [&] { return read_error.has_value(); }, 10), "");
+  // The read's own event, read done; the launch's event not again.
+  EXPECT_EQ(e.stats().status_queries - q1, 1u) << "the walk asked again for a status the hazard check had read";
+  (void)e.finish();
+  shim().reset_faults();
+  e.set_schedule_recorder({});
+  ASSERT_EQ(schedule.size(), 2u);
+  ASSERT_NE(schedule[0].queue, schedule[1].queue) << "the read ran on the launch's queue: no hazard check, no case";
+  e.set_error_listener({});
+  ASSERT_TRUE(read_error.has_value());
+  EXPECT_NE(read_error->find("CL_OUT_OF_RESOURCES"), std::string::npos) << "the read of a failed launch's output: "
+                                                                         << *read_error;
+  ASSERT_EQ(heard.size(), 1u) << ::testing::PrintToString(heard);
+  const std::string launch_id = "launch (command " + std::to_string(schedule[0].id);
+  EXPECT_NE(heard[0].find(launch_id), std::string::npos) << "not the launch's own failure: " << heard[0];
+  EXPECT_NE(heard[0].find("completed with CL_OUT_OF_RESOURCES"), std::string::npos) << heard[0];
+  EXPECT_EQ(heard[0].find("queued behind"), std::string::npos) << heard[0];
+  EXPECT_EQ(heard[0].find("as read from"), std::string::npos) << heard[0];
 }
 
 }  // namespace
