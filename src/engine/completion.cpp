@@ -212,7 +212,7 @@ void Completion::release_frees(CommandRec& r) {
 }
 
 void Completion::event_completed(CommandId id, cl_int status, CommandId failed_ahead, CommandId by,
-                                   const Error* cause) {
+                                   const Error* cause, bool cause_reported) {
   CommandRec& r = *e.commands.find(id);
   r.status = status;
   open_gate(r);
@@ -239,9 +239,9 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   }
   const bool parked = r.state == sched::CommandState::Parked;
   transition(r, sched::CommandEvent::DeviceDone);
-  if (err) e.report(id, *err);
   give_back_kernel(r);
-  e.graph.event_done(id, std::move(err));
+  using Report = sched::CommandGraph::Report;
+  e.graph.event_done(id, std::move(err), failed_ahead != 0 || cause_reported ? Report::Never : Report::IfOwn);
   release_frees(r);
   // Its outcome was known before its work ended: delivered now with the
   // outcomes of this step, after the walk, not inside it.

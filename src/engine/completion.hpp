@@ -49,9 +49,13 @@ struct Completion {
   // failed_ahead: the failed command completed just before it on its
   // in-order queue (0: none).
   // by: the command whose event said so, if not this one's own. cause: the
-  // failure in more detail than the status (a cross-device copy's chunk).
+  // failure in more detail than the status (a cross-device copy's chunk);
+  // cause_reported: reported where it started already (by a command of its
+  // own, or it follows from one that was). A failure is reported once,
+  // where it starts: not for one behind a failed command on its queue, nor
+  // for one a failed producer explains (the graph decides that).
   void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0, CommandId by = 0,
-                       const Error* cause = nullptr);
+                       const Error* cause = nullptr, bool cause_reported = false);
   void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
   // event_completed's common case in one step, for a command that
   // completed without error: one with nothing to do at completion but give

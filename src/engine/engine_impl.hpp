@@ -125,6 +125,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   // sched::FailureSink: poisons what a submitted command writes (an
   // unsubmitted one is poisoned by discard_unsubmitted).
   void on_failed(CommandId id, const Error& error) override;
+  void on_own_failure(CommandId id, const Error& error) override { report(id, error); }
   sched::GraphNode* find(CommandId id) override {  // the graph's node lives in the record
     CommandRec* r = commands.find(id);
     return r ? &r->node : nullptr;

@@ -468,6 +468,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
     if (a.write) r.written.push_back(a.buffer);
   e.completion.transition(r, sched::CommandEvent::Submit);
   e.graph.submitted(r.node);
+  if (!w.waits.empty()) e.graph.waits_for(c.id, r.node, w.waits.ids());
   for (const Access& a : c.accesses) {
     BufferRec& b = *a.rec;
     e.hazards.record(b.hazards, a.write, c.id, q);

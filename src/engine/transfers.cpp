@@ -307,6 +307,9 @@ CommandId Transfers::cross_read(std::uint64_t xid, std::size_t i, bool late) {
   r.host_dst = chunk.staging.ptr;
   r.wants_callback = true;
   r.on_transfer_queue = late;
+  // A late read is made long after the copy, maybe in another error scope:
+  // its failure is the copy's, in the copy's scope.
+  r.reports_as = x.dst_command;
   r.on_final = [this, xid, i](CommandId, const std::optional<Error>& err) { cross_chunk_read(xid, i, err); };
   const CommandId id = e.submitter.enqueue(x.src_device, std::move(r));
   crosses.at(xid).chunks[i].read = id;  // enqueue may have submitted: look x up again
@@ -445,6 +448,7 @@ bool cross_waits_done(Engine::Impl& e, CrossCopy& x) {
     x.error = Error{Status::KernelSync, "copy (command " + std::to_string(x.dst_command) + ") into buffer " +
                                             std::to_string(x.dst) + " on device " + std::to_string(x.dst_device) +
                                             ": " + waited_for(owner, status)};
+    x.error_reported = true;
   });
 }
 
@@ -539,7 +543,9 @@ void Transfers::enqueue_ready_held_copies() {
   for (HeldCopy& h : held_copies) {
     if (h.event || h.error || h.abandoned) continue;
     const bool ready = waits_done(e, h.waits, [&](CommandId owner, cl_int status) {
-      if (!h.error) h.error = Error{Status::KernelSync, waited_for(owner, status)};
+      if (h.error) return;
+      h.error = Error{Status::KernelSync, waited_for(owner, status)};
+      h.error_reported = true;
     });
     if (!ready || h.error) continue;
     DeviceCtx& d = *e.devices[h.device];
@@ -580,23 +586,29 @@ void Transfers::poll_held_copies() {
     held_copies.erase(held_copies.begin() + static_cast<std::ptrdiff_t>(i));
     // Its user event only orders the command that overwrites its source
     // after it; the reads of the snapshot check its outcome themselves.
-    if (!done.abandoned) complete_user_event(done.command, done.user_event, done.error, true);
+    if (!done.abandoned) complete_user_event(done.command, done.user_event, done.error, done.error_reported, true);
     release_held_copy(*e.api, done);
   }
 }
 
-void Transfers::complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error, bool order_only) {
+void Transfers::complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error, bool reported,
+                                    bool order_only) {
   const cl_int failed = order_only ? CL_COMPLETE : CL_INVALID_OPERATION;
   if (cl_int rc = e.api->clSetUserEventStatus(user_event, error ? failed : CL_COMPLETE); rc != CL_SUCCESS) {
     // Commands wait on this user event: left unset, they (and clFinish)
     // would wait forever. Try once more, as failed.
     Error err = cl::call_error(Status::KernelSync, "clSetUserEventStatus", rc);
-    if (error) e.report(id, err);  // else reported with the command's outcome, below
-    else error = std::move(err);
+    if (error) {
+      e.report(id, err);  // a failure of its own, beside the one its callback gets
+    } else {
+      error = std::move(err);
+      reported = false;
+    }
     e.api->clSetUserEventStatus(user_event, failed);
   }
   // The command's callback gets what failed, not the user event's status.
-  e.completion.event_completed(id, error ? CL_INVALID_OPERATION : CL_COMPLETE, 0, 0, error ? &*error : nullptr);
+  e.completion.event_completed(id, error ? CL_INVALID_OPERATION : CL_COMPLETE, 0, 0, error ? &*error : nullptr,
+                               reported);
 }
 
 void Transfers::abandon() {
@@ -635,7 +647,10 @@ void Transfers::cross_chunk_read(std::uint64_t xid, std::size_t i, const std::op
   CrossCopy& x = it->second;
   x.chunks[i].read_done = true;
   ++x.reads_done;
-  if (error && !x.error) x.error = *error;
+  if (error && !x.error) {
+    x.error = *error;
+    x.error_reported = true;  // by the read's own outcome, or where it started upstream
+  }
   poll_crosses();
 }
 
@@ -729,7 +744,7 @@ void Transfers::cross_finish(std::uint64_t xid) {
   // Not submitted: its failure was reported when submission failed.
   // Abandoned: the teardown failed its user event; its callback is cancelled.
   if (!x.dst_submitted || x.abandoned) return;
-  complete_user_event(x.dst_command, x.user_event, x.error, false);
+  complete_user_event(x.dst_command, x.user_event, x.error, x.error_reported, false);
 }
 
 }  // namespace uvcl

@@ -38,6 +38,7 @@ struct HeldCopy {
   cl_event user_event = nullptr;  // owned by the command's record
   cl_event event = nullptr;       // the copy's, once enqueued
   std::optional<Error> error;
+  bool error_reported = false;    // where it started: a command it waited for failed
   bool abandoned = false;         // teardown completed its user event
 };
 
@@ -88,6 +89,9 @@ struct CrossCopy {
   bool dst_submitted = false;
   bool abandoned = false;            // teardown failed its user event
   std::optional<Error> error;  // reported with the copy's outcome, once it ends (cross_finish)
+  // ... unless it was reported where it started: a chunk read's own outcome,
+  // a command the copy waited for that failed.
+  bool error_reported = false;
   std::size_t outstanding_writes = 0;
 };
 
@@ -149,8 +153,10 @@ struct Transfers {
   // Completes a command the engine runs itself, with `error` if it failed
   // (a failure to set its user event joins it), and its user event: failed
   // with it, so that what waits on it fails, unless it is `order_only` (what
-  // waits on it does not read what the command wrote).
-  void complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error, bool order_only);
+  // waits on it does not read what the command wrote). `reported`: the
+  // error was reported where it started (not again as this command's).
+  void complete_user_event(CommandId id, cl_event user_event, std::optional<Error>& error, bool reported,
+                           bool order_only);
 };
 
 }  // namespace uvcl

@@ -1,5 +1,6 @@
 #include "sched/command_graph.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <string>
 
@@ -56,21 +57,59 @@ void CommandGraph::submitted(GraphNode& n) {
   transition(n, DependencyEvent::Submit);
 }
 
-void CommandGraph::event_done(CommandId id, std::optional<Error> error) {
+void CommandGraph::waits_for(CommandId id, GraphNode& n, std::span<const CommandId> waits) {
+  assert(n.live && n.state == DependencyState::Submitted);
+  for (CommandId w : waits) {
+    GraphNode* wn = w == id ? nullptr : live(w);
+    if (!wn) continue;  // settled: a failure would have failed or poisoned it
+    if (wn->state == DependencyState::Failed) {
+      n.failed_wait = w;
+      continue;
+    }
+    wn->dependents.push_back(id | kOrderEdge);
+    ++n.pending_waits;
+  }
+}
+
+void CommandGraph::event_done(CommandId id, std::optional<Error> error, Report report) {
   GraphNode* n = live(id);
   if (!n) return;
   if (n->state == DependencyState::Failed) {
     retire(*n);  // its outcome was already given; the event is what we waited for
     return;
   }
+  if (error && n->failed_wait != 0) {  // the wait's failure was told, and explains this one
+    error->context("waited for failed command " + std::to_string(n->failed_wait));
+    report = Report::Never;
+  }
+  if (error && (n->pending_producers != 0 || n->pending_waits != 0)) {
+    transition(*n, DependencyEvent::Complete);
+    n->held_failure = true;
+    held_.push_back(HeldFailure{id, std::move(*error), report});
+    return;
+  }
   if (error) {
-    fail(id, std::move(*error));
+    fail_own(id, std::move(*error), report);
     // fail() leaves a submitted node in place until its event is done: it is.
     if (GraphNode* again = live(id)) retire(*again);
     return;
   }
   transition(*n, DependencyEvent::Complete);
   settle_from(id, *n);
+}
+
+void CommandGraph::fail_own(CommandId id, Error error, Report report) {
+  if (sink_ && report == Report::IfOwn) sink_->on_own_failure(id, error);
+  fail_from(id, std::move(error));
+}
+
+CommandGraph::HeldFailure CommandGraph::take_held(CommandId id) {
+  auto it = std::find_if(held_.begin(), held_.end(), [id](const HeldFailure& h) { return h.id == id; });
+  assert(it != held_.end());
+  if (it == held_.end()) return HeldFailure{id, Error{Status::KernelSync, "a held failure was lost"}, Report::Never};
+  HeldFailure h = std::move(*it);
+  held_.erase(it);
+  return h;
 }
 
 bool CommandGraph::complete(GraphNode& n) {
@@ -86,13 +125,20 @@ bool CommandGraph::complete(GraphNode& n) {
 
 template <class Settles>
 void CommandGraph::count_down_dependents(const GraphNode& n, Settles&& settles) {
-  for (CommandId d : n.dependents) {
+  for (CommandId entry : n.dependents) {
+    const CommandId d = entry & ~kOrderEdge;
     GraphNode* dn = live(d);
     if (!dn || dn->state == DependencyState::Failed) continue;
-    assert(dn->pending_producers > 0);
+    std::uint32_t& pending = entry & kOrderEdge ? dn->pending_waits : dn->pending_producers;
+    assert(pending > 0);
     // Only one that settles now is visited: most are still running.
-    if (--dn->pending_producers == 0 && dn->state == DependencyState::Complete) settles(d, *dn);
+    if (--pending == 0 && ready_to_settle(*dn)) settles(d, *dn);
   }
+}
+
+bool CommandGraph::ready_to_settle(const GraphNode& n) {
+  // A held failure waits for the waits too: one of them may explain it.
+  return n.state == DependencyState::Complete && n.pending_producers == 0 && (!n.held_failure || n.pending_waits == 0);
 }
 
 void CommandGraph::settle_from(CommandId first, GraphNode& node) {
@@ -103,7 +149,13 @@ void CommandGraph::settle_from(CommandId first, GraphNode& node) {
   while (!work.empty()) {
     const auto [id, n] = work.back();
     work.pop_back();
-    if (!n->live || n->state != DependencyState::Complete || n->pending_producers != 0) continue;
+    if (!n->live || !ready_to_settle(*n)) continue;
+    if (n->held_failure) {  // every producer succeeded: the failure is its own
+      n->held_failure = false;
+      HeldFailure h = take_held(id);
+      fail_own(id, std::move(h.error), h.report);
+      continue;
+    }
     count_down_dependents(*n, [&work](CommandId d, GraphNode& dn) { work.emplace_back(d, &dn); });
     retire(*n);
     outcomes_.push_back(Outcome{id, std::nullopt});
@@ -117,18 +169,32 @@ void CommandGraph::fail_from(CommandId first, Error error) {
   // context naming the root: messages do not grow with the chain.
   Error downstream = error;
   downstream.context("input produced by failed command " + std::to_string(first));
+  Error waited = error;  // for a failure a wait for it explains (an order edge)
+  waited.context("waited for failed command " + std::to_string(first));
   std::vector<CommandId>& work = fail_work_;
   work.assign(1, first);
   while (!work.empty()) {
-    const CommandId id = work.back();
+    const CommandId entry = work.back();
     work.pop_back();
+    const CommandId id = entry & ~kOrderEdge;
     GraphNode* n = live(id);
     if (!n || n->state == DependencyState::Failed) continue;
+    if (entry & kOrderEdge) {
+      // It only waited for the failed command: its data is its own, but a
+      // failure of its event is explained by the wait.
+      n->failed_wait = first;
+      if (n->pending_waits > 0) --n->pending_waits;
+      if (!n->held_failure) continue;
+    }
     const bool awaits_event = n->state == DependencyState::Submitted;
+    if (n->held_failure) {  // a producer's failure explains its own
+      n->held_failure = false;
+      (void)take_held(id);
+    }
     transition(*n, DependencyEvent::Fail);
     const ScratchList<CommandId, 4> dependents = std::move(n->dependents);
     n->dependents.clear();
-    outcomes_.push_back(Outcome{id, id == first ? error : downstream});
+    outcomes_.push_back(Outcome{id, id == first ? error : entry & kOrderEdge ? waited : downstream});
     if (sink_) sink_->on_failed(id, outcomes_.back().error.value());
     work.insert(work.end(), dependents.begin(), dependents.end());
     // A failed command whose event still runs stays until event_done. The

@@ -31,6 +31,10 @@ namespace uvcl::sched {
 class FailureSink {
  public:
   virtual void on_failed(CommandId id, const Error& error) = 0;
+  // A command's own event failed and no producer's failure explains it: the
+  // failure starts here (event_done's Report::IfOwn). Told once per failure,
+  // before on_failed; the failures it causes downstream are not told here.
+  virtual void on_own_failure(CommandId id, const Error& error) = 0;
 
  protected:
   ~FailureSink() = default;
@@ -42,9 +46,20 @@ class FailureSink {
 struct GraphNode {
   DependencyState state = DependencyState::Pending;
   bool live = false;  // between add() and retirement
+  // Complete with an error its producers or waits may explain: held (see
+  // event_done) until they settle.
+  bool held_failure = false;
   std::uint32_t pending_producers = 0;
+  std::uint32_t pending_waits = 0;  // waits_for commands not settled yet
+  // RAW dependents, and (tagged kOrderEdge) the commands that wait for this
+  // one only for the order.
   ScratchList<CommandId, 4> dependents;
+  CommandId failed_wait = 0;  // a failed command it waits for (waits_for), or the failure that failed it
 };
+
+// Tags an entry of GraphNode::dependents as an order edge (waits_for); ids
+// never reach the top bit.
+inline constexpr CommandId kOrderEdge = CommandId{1} << 63;
 
 class GraphNodes {
  public:
@@ -74,8 +89,24 @@ class CommandGraph {
   // Pending -> Submitted.
   void submitted(CommandId id);
   void submitted(GraphNode& n);  // the same with its node
-  // The command's own event finished, with an error or not.
-  void event_done(CommandId id, std::optional<Error> error);
+  // The Submitted command waits on the device for `waits` (commands on
+  // other queues it must follow) beside its producers: a driver fails a
+  // command whose wait failed, so a failure of one of them explains its own
+  // failure, though not its data (a success stays one).
+  void waits_for(CommandId id, GraphNode& n, std::span<const CommandId> waits);
+  // Whether a failed event is told to the sink's on_own_failure when it
+  // turns out to be the command's own: Never when the caller knows it
+  // follows from a failure told already (one before it on an in-order
+  // queue, a part of the command that failed on its own).
+  enum class Report { IfOwn, Never };
+  // The command's own event finished, with an error or not. An error while
+  // a producer has not settled may be that producer's failure passed on by
+  // the driver (a command waiting on a failed event fails), and the
+  // producer's event may merely not have been read yet: the error is held
+  // until the producers and waits settle. One of them failing fails this
+  // command as its downstream; all of them succeeding makes the error its
+  // own.
+  void event_done(CommandId id, std::optional<Error> error, Report report = Report::IfOwn);
   // event_done's common case, for an owner that holds the node: the event
   // of a Submitted command finished without error. True when the
   // command settled at once (every producer had succeeded): it is retired
@@ -105,12 +136,21 @@ class CommandGraph {
   GraphNode* live(CommandId id) const;
   void transition(GraphNode& n, DependencyEvent e);
   void settle_from(CommandId first, GraphNode& node);
+  static bool ready_to_settle(const GraphNode& n);
   // Each live dependent of `n` has one producer less to wait for; those
   // that settle now (complete, none left) go to settles(id, node).
   template <class Settles>
   void count_down_dependents(const GraphNode& n, Settles&& settles);
   void fail_from(CommandId first, Error error);
+  void fail_own(CommandId id, Error error, Report report);
   void retire(GraphNode& n);
+  // event_done's errors held while producers settle (GraphNode::held_failure).
+  struct HeldFailure {
+    CommandId id = 0;
+    Error error;
+    Report report = Report::IfOwn;
+  };
+  HeldFailure take_held(CommandId id);
 
   GraphNodes& nodes_;
   FailureSink* sink_ = nullptr;
@@ -119,6 +159,7 @@ class CommandGraph {
   // Worklists, kept between calls.
   std::vector<std::pair<CommandId, GraphNode*>> settle_work_;
   std::vector<CommandId> fail_work_;
+  std::vector<HeldFailure> held_;
 };
 
 }  // namespace uvcl::sched

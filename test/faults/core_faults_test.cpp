@@ -296,6 +296,61 @@ TEST(CoreFaultsFlush, AFailedFlushBeforeACrossQueueWaitIsTriedAgain) {
   e.set_schedule_recorder({});
 }
 
+// A launch fails on the device while a command on another queue waits for
+// it (its wait list names the failed event) and the driver fails that
+// command for the wait: the listener hears the one failure once, whichever
+// of the two events the engine reads first, and a read of what the waiter
+// wrote names the first failure.
+TEST(CoreFaultsFlush, AFailureThatFailsAWaiterOnAnotherQueueIsReportedOnce) {
+  Watchdog wd("a waiter on another queue behind a failed launch", 60);
+  ASSERT_TRUE(shim_ok());
+  shim().reset_faults();
+  Config config = shim_config(2, 1);  // a window of one, as above: two queues
+  LoopEngine le;
+  ASSERT_TRUE(le.create(config).ok());
+  Engine& e = *le.engine;
+  auto p = e.compile_sync(0, kFlushRetrySource);
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto spin = e.kernel(*p, "spin");
+  auto copy = e.kernel(*p, "copy_words", {ParamAccess::ReadOnly, ParamAccess::WriteOnly});
+  ASSERT_TRUE(spin.ok() && copy.ok());
+  constexpr std::uint32_t n = 64;
+  auto x = e.allocate(0, n * 4);
+  auto y = e.allocate(0, n * 4);
+  ASSERT_TRUE(x.ok() && y.ok());
+  ASSERT_TRUE(e.finish().ok());
+  std::vector<std::string> heard;
+  e.set_error_listener([&](const Error& err) { heard.push_back(err.to_string()); });
+  std::vector<ScheduleEntry> schedule;
+  e.set_schedule_recorder([&](const ScheduleEntry& s) { schedule.push_back(s); });
+  shim().set_fault("event:clEnqueueNDRangeKernel:1:CL_OUT_OF_RESOURCES");  // x's spin
+  for (Buffer b : {*x, *y})
+    ASSERT_TRUE(e.launch(Launch{*spin, {KernelArg::of(b), KernelArg::value<std::uint32_t>(4u << 20)}, {n}}).ok());
+  ASSERT_TRUE(e.launch(Launch{*copy, {KernelArg::of(*y), KernelArg::of(*x)}, {n}}).ok());
+  std::optional<std::string> read_error;
+  ASSERT_TRUE(e.read(*x, 0, n * 4, [&](Result<std::span<const std::byte>> d) {
+                 read_error = d ? std::string() : d.error().to_string();
+               }).ok());
+  EXPECT_EQ(run_for(e, [&] { return read_error.has_value(); }, 20), "");
+  (void)e.finish();
+  EXPECT_EQ(shim().fired(), 1);
+  shim().reset_faults();
+  e.set_schedule_recorder({});
+  ASSERT_GE(schedule.size(), 3u);
+  EXPECT_NE(schedule[0].queue, schedule[1].queue) << "the two spins share a queue: no cross-queue wait";
+  EXPECT_EQ(schedule[2].waits, std::vector<std::uint64_t>{schedule[0].id})
+      << "the copy did not wait across queues for the failed spin: the case is not made";
+  ASSERT_TRUE(read_error.has_value());
+  EXPECT_NE(*read_error, "") << "the read of what a failed launch fed succeeded";
+  EXPECT_NE(read_error->find("failed command " + std::to_string(schedule[0].id)), std::string::npos) << *read_error;
+  EXPECT_EQ(heard.size(), 1u) << "the listener heard the one failure " << heard.size()
+                              << " times: " << ::testing::PrintToString(heard);
+  e.set_error_listener({});
+  for (Buffer b : {*x, *y}) (void)e.release(b);
+  for (Kernel k : {*spin, *copy}) (void)e.release(k);
+  (void)e.release(*p);
+}
+
 // A command whose input failed while it still ran is parked: its outcome is
 // known, its callback waits for its device work to end. That callback is
 // delivered after the completion walk that sees the work end, in program
@@ -400,6 +455,7 @@ TEST_F(CoreFaults, AFailedFenceFailsTheCommandsItCompletes) {
   for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ((*got)[i], 3u + 1u + i);
   e().set_error_listener({});
 }
+
 
 }  // namespace
 }  // namespace uvcl::faults::core_faults_test

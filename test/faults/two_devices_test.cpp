@@ -112,6 +112,12 @@ CrossOutcome cross_job(Engine& e, Kernel k1, std::size_t n) {
   return r;
 }
 
+// How many of `errors` the error listener heard (the jobs prefix them).
+int listener_calls(const std::vector<std::string>& errors) {
+  return static_cast<int>(std::count_if(errors.begin(), errors.end(),
+                                        [](const std::string& s) { return s.rfind("listener: ", 0) == 0; }));
+}
+
 // Creates `le`'s engine over the shim; false, with the engine destroyed,
 // when it has fewer than two devices (the caller skips).
 bool create_two_devices(LoopEngine& le, const Config& config = shim_config(4)) {
@@ -184,6 +190,9 @@ TEST_P(TwoDevices, CrossDeviceCopyUnderFault) {
     EXPECT_FALSE(r.read_ok && !r.correct) << "the read-back after the cross-device copy is WRONG";
     EXPECT_TRUE(r.copy_done_once) << "copy callback ran " << r.copy_callbacks << " times";
     EXPECT_LE(r.read_callbacks, 1);
+    // One injected fault is one failure: the listener hears it once (what
+    // fails because of it reaches its own callback only).
+    EXPECT_LE(listener_calls(r.errors), 1) << ::testing::PrintToString(r.errors);
     if (*c.spec == '\0') {
       EXPECT_TRUE(r.correct) << ::testing::PrintToString(r.errors);
       EXPECT_TRUE(r.errors.empty()) << ::testing::PrintToString(r.errors);
@@ -248,6 +257,60 @@ TEST(TwoDevicesScopes, ACopysFailureStaysInItsScope) {
   e.set_error_listener({});
   for (Buffer b : {*src, *dst}) (void)e.release(b);
   EXPECT_EQ(le.destroy(), 0);
+}
+
+// The same for a chunk read made late (beyond the ring, once a chunk has
+// landed), failing in its enqueue or on the device: the failure is the
+// copy's, in the scope open when the copy was made, not in the drain open
+// when the read was made (it was reported there).
+TEST(TwoDevicesScopes, ALateChunkReadsFailureStaysInTheCopysScope) {
+  ASSERT_TRUE(shim_ok());
+  for (const char* fault : {"clEnqueueReadBuffer:3:CL_OUT_OF_RESOURCES", "event:clEnqueueReadBuffer:3:CL_OUT_OF_RESOURCES"}) {
+    SCOPED_TRACE(fault);
+    Watchdog wd(std::string("a late chunk read of a cross-device copy fails: ") + fault, 60);
+    shim().reset_faults();
+    LoopEngine le;
+    Config config = shim_config(4);
+    config.cross_copy_chunk_mib = 1;
+    config.cross_copy_ring = 1;  // the second and third chunk reads are made late
+    if (!create_two_devices(le, config)) GTEST_SKIP() << kNeedsTwoDevices;
+    Engine& e = *le.engine;
+    const std::size_t bytes = std::size_t{3} << 20;
+    auto src = e.allocate(0, bytes);
+    auto dst = e.allocate(1, bytes);
+    ASSERT_TRUE(src.ok() && dst.ok());
+    const std::uint32_t v = 7;
+    ASSERT_TRUE(e.fill(*src, std::as_bytes(std::span<const std::uint32_t>(&v, 1)), 0, bytes).ok());
+    ASSERT_TRUE(e.finish().ok());
+    std::vector<std::string> heard;
+    e.set_error_listener([&](const Error& err) { heard.push_back(err.to_string()); });
+    shim().set_fault(fault);  // the fill made no read: the copy's third
+    e.push_error_scope();
+    std::optional<Result<void>> copied, scoped, drained;
+    ASSERT_TRUE(e.copy(*src, 0, *dst, 0, bytes, [&](Result<void> r) { copied = std::move(r); }).ok());
+    ASSERT_TRUE(e.pop_error_scope([&](Result<void> r) { scoped = std::move(r); }).ok());
+    e.drain([&](Result<void> r) { drained = std::move(r); });  // open while the late reads are made
+    EXPECT_EQ(run_for(e, [&] { return copied && scoped && drained; }, 10), "");
+    const int fired = shim().fired();
+    shim().reset_faults();
+    ASSERT_EQ(fired, 1) << "the third chunk read was not reached";
+    ASSERT_TRUE(copied && scoped && drained);
+    EXPECT_FALSE(copied->ok());
+    EXPECT_FALSE(scoped->ok()) << "the copy's scope did not get its late read's failure";
+    EXPECT_TRUE(drained->ok()) << "a drain outside every scope got the copy's failure: "
+                               << drained->error().to_string();
+    // The late reads were made after that drain, in the root scope it
+    // opened: the next drain covers them.
+    std::optional<Result<void>> after;
+    e.drain([&](Result<void> r) { after = std::move(r); });
+    EXPECT_EQ(run_for(e, [&] { return after.has_value(); }, 10), "");
+    ASSERT_TRUE(after.has_value());
+    EXPECT_TRUE(after->ok()) << "a drain after the copy got its late read's failure: " << after->error().to_string();
+    EXPECT_EQ(heard.size(), 1u) << ::testing::PrintToString(heard);
+    e.set_error_listener({});
+    for (Buffer b : {*src, *dst}) (void)e.release(b);
+    EXPECT_EQ(le.destroy(), 0);
+  }
 }
 
 // Every event status the engine reads is a driver call counted in
@@ -385,6 +448,7 @@ TEST_P(Snapshots, SnapshotUnderFault) {
     EXPECT_TRUE(r.src_correct) << "the fill of the source failed or is WRONG: " << ::testing::PrintToString(r.errors);
     EXPECT_EQ(r.fill_scope_error, "") << "the fill's error scope got the snapshot's failure";
     EXPECT_EQ(r.copy_callbacks, 1);
+    EXPECT_LE(listener_calls(r.errors), 1) << ::testing::PrintToString(r.errors);
     if (*c.spec == '\0') {
       EXPECT_TRUE(r.dst_correct && r.src_correct) << ::testing::PrintToString(r.errors);
       EXPECT_TRUE(r.errors.empty()) << ::testing::PrintToString(r.errors);

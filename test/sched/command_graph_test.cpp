@@ -250,5 +250,177 @@ TEST(CommandGraphTest, LongChainsFailWithoutRecursion) {
   EXPECT_EQ(g.size(), 0u);
 }
 
+// Records what the graph says starts where, and what it fails.
+struct RecordingSink final : FailureSink {
+  std::vector<CommandId> own, failed;
+  void on_failed(CommandId id, const Error&) override { failed.push_back(id); }
+  void on_own_failure(CommandId id, const Error&) override { own.push_back(id); }
+};
+
+// A failure is told as its own once, where it starts; what it fails
+// downstream is failed but not told.
+TEST(CommandGraphFailureOrigin, AFailureIsOwnOnlyWhereItStarts) {
+  MapNodes nodes;
+  RecordingSink sink;
+  CommandGraph g{nodes, &sink};
+  add_pair(g);
+  g.event_done(1, boom());
+  g.event_done(2, Error{Status::KernelSync, "the driver failed it for its wait"});
+  EXPECT_EQ(sink.own, (std::vector<CommandId>{1}));
+  EXPECT_EQ(sink.failed, (std::vector<CommandId>{1, 2}));
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// The driver fails a command that waited on a failed producer, and its event
+// is read first: its failure is held, and the producer's failure, read
+// after, is the one told; the dependent gets it as its downstream.
+TEST(CommandGraphFailureOrigin, ADependentReadBeforeItsFailedProducerIsDownstream) {
+  MapNodes nodes;
+  RecordingSink sink;
+  CommandGraph g{nodes, &sink};
+  add_pair(g);
+  g.event_done(2, Error{Status::KernelSync, "the driver failed it for its wait"});
+  EXPECT_TRUE(sink.own.empty()) << "told before its producer settled";
+  EXPECT_TRUE(g.take_outcomes().empty());
+  g.event_done(1, boom());
+  EXPECT_EQ(sink.own, (std::vector<CommandId>{1}));
+  auto o = g.take_outcomes();
+  ASSERT_EQ(ids(o), (std::vector<CommandId>{1, 2}));
+  ASSERT_TRUE(o[1].error);
+  EXPECT_NE(o[1].error->message.find("failed command 1"), std::string::npos) << o[1].error->message;
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// Held, and every producer succeeds: the failure is the command's own,
+// told then, and passed on to its dependents.
+TEST(CommandGraphFailureOrigin, AHeldFailureIsOwnOnceItsProducersSucceed) {
+  MapNodes nodes;
+  RecordingSink sink;
+  CommandGraph g{nodes, &sink};
+  add_diamond(g);
+  g.event_done(4, boom());
+  g.event_done(2, std::nullopt);
+  g.event_done(1, std::nullopt);
+  EXPECT_TRUE(sink.own.empty()) << "told before producer 3 settled";
+  g.event_done(3, std::nullopt);
+  EXPECT_EQ(sink.own, (std::vector<CommandId>{4}));
+  auto o = g.take_outcomes();
+  ASSERT_EQ(ids(o), (std::vector<CommandId>{1, 2, 3, 4}));
+  ASSERT_TRUE(o[3].error);
+  EXPECT_EQ(o[3].error->message, "boom");
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// The fast path (complete) settles a held dependent the same way.
+TEST(CommandGraphFailureOrigin, CompleteSettlesAHeldDependent) {
+  MapNodes nodes;
+  RecordingSink sink;
+  CommandGraph g{nodes, &sink};
+  add_pair(g);
+  g.event_done(2, boom());
+  EXPECT_TRUE(g.complete(nodes.nodes[1]));
+  EXPECT_EQ(sink.own, (std::vector<CommandId>{2}));
+  auto o = g.take_outcomes();
+  ASSERT_EQ(ids(o), (std::vector<CommandId>{2}));
+  EXPECT_TRUE(o[0].error);
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// Report::Never: failed, its dependents too, but never told as own, held or
+// not.
+TEST(CommandGraphFailureOrigin, ReportNeverIsNotTold) {
+  MapNodes nodes;
+  RecordingSink sink;
+  CommandGraph g{nodes, &sink};
+  add_pair(g);
+  g.event_done(2, boom(), CommandGraph::Report::Never);
+  g.event_done(1, boom(), CommandGraph::Report::Never);
+  EXPECT_TRUE(sink.own.empty());
+  EXPECT_EQ(sink.failed, (std::vector<CommandId>{1, 2}));  // 2: held, then downstream of 1
+  EXPECT_EQ(ids(g.take_outcomes()), (std::vector<CommandId>{1, 2}));
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// 1 and 2 independent; 3 reads 2's output and waits for 1 (another queue,
+// for the order): all submitted.
+void add_waiter(CommandGraph& g, MapNodes& nodes) {
+  const CommandId p2[] = {2};
+  const CommandId w1[] = {1};
+  g.add(1, {});
+  g.add(2, {});
+  g.add(3, p2);
+  for (CommandId id = 1; id <= 3; ++id) g.submitted(id);
+  g.waits_for(3, nodes.nodes[3], w1);
+}
+
+// The driver fails the waiter for its failed wait, and the waiter's event is
+// read first: the wait's failure is the one told, and the waiter's names it.
+TEST(CommandGraphFailureOrigin, AWaitersFailureIsExplainedByItsFailedWait) {
+  MapNodes nodes;
+  RecordingSink sink;
+  CommandGraph g{nodes, &sink};
+  add_waiter(g, nodes);
+  g.event_done(3, Error{Status::KernelSync, "the driver failed it for its wait"});
+  g.event_done(2, std::nullopt);
+  EXPECT_TRUE(sink.own.empty()) << "told before its wait settled";
+  g.event_done(1, boom());
+  EXPECT_EQ(sink.own, (std::vector<CommandId>{1}));
+  auto o = g.take_outcomes();
+  ASSERT_EQ(ids(o), (std::vector<CommandId>{2, 1, 3}));
+  ASSERT_TRUE(o[2].error);
+  EXPECT_NE(o[2].error->message.find("waited for failed command 1"), std::string::npos) << o[2].error->message;
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// The same, with the wait's failure read first: the waiter's, read after,
+// is not told either.
+TEST(CommandGraphFailureOrigin, AWaitersFailureReadAfterItsFailedWaitIsNotTold) {
+  MapNodes nodes;
+  RecordingSink sink;
+  CommandGraph g{nodes, &sink};
+  add_waiter(g, nodes);
+  g.event_done(1, boom());
+  g.event_done(2, std::nullopt);
+  g.event_done(3, Error{Status::KernelSync, "the driver failed it for its wait"});
+  EXPECT_EQ(sink.own, (std::vector<CommandId>{1}));
+  auto o = g.take_outcomes();
+  ASSERT_EQ(ids(o), (std::vector<CommandId>{1, 2, 3}));
+  EXPECT_TRUE(o[2].error);
+  EXPECT_EQ(g.size(), 0u);
+}
+
+// A wait only orders: the waiter that ran fine after a failed wait
+// succeeds (its data does not come from it), and one that fails after its
+// wait succeeded fails on its own.
+TEST(CommandGraphFailureOrigin, AWaitOnlyOrders) {
+  {
+    MapNodes nodes;
+    RecordingSink sink;
+    CommandGraph g{nodes, &sink};
+    add_waiter(g, nodes);
+    g.event_done(1, boom());
+    g.event_done(2, std::nullopt);
+    g.event_done(3, std::nullopt);
+    auto o = g.take_outcomes();
+    ASSERT_EQ(ids(o), (std::vector<CommandId>{1, 2, 3}));
+    EXPECT_FALSE(o[2].error) << o[2].error->message;
+  }
+  {
+    MapNodes nodes;
+    RecordingSink sink;
+    CommandGraph g{nodes, &sink};
+    add_waiter(g, nodes);
+    g.event_done(3, boom());
+    g.event_done(2, std::nullopt);
+    g.event_done(1, std::nullopt);
+    EXPECT_EQ(sink.own, (std::vector<CommandId>{3}));
+    auto o = g.take_outcomes();
+    ASSERT_EQ(ids(o), (std::vector<CommandId>{2, 1, 3}));
+    ASSERT_TRUE(o[2].error);
+    EXPECT_EQ(o[2].error->message, "boom");
+    EXPECT_EQ(g.size(), 0u);
+  }
+}
+
 }  // namespace
 }  // namespace uvcl::sched
