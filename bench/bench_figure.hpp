@@ -92,7 +92,7 @@ inline std::unique_ptr<Engine> make_engine(const Ctx& c, unsigned queues = 0, co
   if (tweak) tweak(cfg);
   cfg.platform_ids = platforms ? *platforms : std::vector<std::size_t>{c.dev().info.platform_index};
   auto e = must(Engine::create(cfg), "Engine::create");
-  if (!platforms && (e->device_count() <= c.local || e->device(c.local).name != c.dev().info.name))
+  if (!platforms && (e->device_count() <= c.local || e->device(c.local)->name != c.dev().info.name))
     fail("engine device " + std::to_string(c.local) + " is not the benchmarked device");
   return e;
 }

@@ -1814,8 +1814,8 @@ Json fig5x(Ctx& c) {
       return k;
     };
     std::optional<std::size_t> ia = engine_index(c.opt.device), ib = engine_index(other);
-    if (*ia >= e.device_count() || *ib >= e.device_count() || e.device(*ia).name != da.info.name ||
-        e.device(*ib).name != db.info.name)
+    if (*ia >= e.device_count() || *ib >= e.device_count() || e.device(*ia)->name != da.info.name ||
+        e.device(*ib)->name != db.info.name)
       ia.reset();
     if (!ia || !ib) fail("cross-device: devices not found in the engine");
     Buffer a = must(e.allocate(*ia, bytes), "allocate src");

@@ -620,7 +620,7 @@ std::string App::devices_json() const {
   std::string out = "[";
   for (std::size_t i = 0; i < engine_->device_count(); ++i) {
     if (i) out += ", ";
-    out += cl::device_info_json(engine_->device(i));
+    out += cl::device_info_json(*engine_->device(i));
   }
   return out + "]\n";
 }

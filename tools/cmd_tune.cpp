@@ -129,7 +129,7 @@ int cmd_tune(const Args& a, const uvcl::Config& config) {
                                                 "): no local size candidate ran:" + why});
   }
 
-  const DeviceInfo& dev = eng.device(device);
+  const DeviceInfo dev = *eng.device(device);
   if (a.json) {
     std::printf("%s\n", report_json(rep, launch, index, kernel_name, device, dev, topts).c_str());
     return 0;

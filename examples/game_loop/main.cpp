@@ -157,7 +157,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "game_loop: device %zu not present (%zu devices)\n", o.device, engine.device_count());
     return 1;
   }
-  const uvcl::DeviceInfo& info = engine.device(o.device);
+  const uvcl::DeviceInfo info = *engine.device(o.device);  // o.device < device_count(), checked above
   std::printf("game_loop: device %zu: %s (%s)\n", o.device, info.name.c_str(), info.platform_name.c_str());
 
   std::uint64_t device_errors = 0;

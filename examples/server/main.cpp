@@ -197,8 +197,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "server: device %zu not present\n", s.device);
     return 1;
   }
-  std::printf("server: device %zu: %s (%s)\n", s.device, s.engine->device(s.device).name.c_str(),
-              s.engine->device(s.device).platform_name.c_str());
+  std::printf("server: device %zu: %s (%s)\n", s.device, s.engine->device(s.device)->name.c_str(),
+              s.engine->device(s.device)->platform_name.c_str());
   s.engine->set_error_listener([](const uvcl::Error& e) {
     std::fprintf(stderr, "server: device error: %s\n", e.to_string().c_str());
   });

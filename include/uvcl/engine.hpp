@@ -230,7 +230,9 @@ class Engine {
   uv_loop_s* loop() const;
   const Config& config() const;
   std::size_t device_count() const;
-  const DeviceInfo& device(std::size_t index) const;  // index < device_count()
+  // A copy of device `index`'s description; InvalidArgument, naming the
+  // index and the count, when index >= device_count().
+  Result<DeviceInfo> device(std::size_t index) const;
   bool device_lost(std::size_t index) const;
 
   // --- memory ---------------------------------------------------------

@@ -26,6 +26,9 @@ struct uvcl_engine_s {
   std::vector<uvcl::KernelParam> params;
   // cppcheck-suppress unusedStructMember
   std::string trace;
+  // What uvcl_device_info hands out points into these, for the handle's life.
+  // cppcheck-suppress unusedStructMember
+  std::vector<uvcl::DeviceInfo> devices;
   // Reused by every launch: its vectors keep their capacity, so a launch
   // through the C API allocates nothing once warm.
   uvcl::Launch launch;
@@ -215,6 +218,7 @@ int uvcl_engine_create(uvcl_engine_t** out, const char* config_json, struct uv_l
   auto made = uvcl::Engine::create(config, loop);
   if (!made) return fail(engine, made.error());
   engine->cpp = std::move(made.value());
+  for (std::size_t i = 0; i < engine->cpp->device_count(); ++i) engine->devices.push_back(*engine->cpp->device(i));
   return 0;
 }
 
@@ -256,7 +260,7 @@ int uvcl_device_info(const uvcl_engine_t* engine, size_t device, uvcl_device_inf
   if (device >= eng->device_count())
     return invalid(engine, "device_info: device " + std::to_string(device) + " does not exist (" +
                           std::to_string(eng->device_count()) + " devices)");
-  const uvcl::DeviceInfo& d = eng->device(device);
+  const uvcl::DeviceInfo& d = engine->devices[device];
   *out = uvcl_device_info_t{};
   out->index = d.index;
   out->platform_index = d.platform_index;

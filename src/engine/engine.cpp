@@ -494,7 +494,12 @@ void Engine::Impl::deliver_raised() {
 uv_loop_s* Engine::loop() const { return impl_->loop; }
 const Config& Engine::config() const { return impl_->config; }
 std::size_t Engine::device_count() const { return impl_->devices.size(); }
-const DeviceInfo& Engine::device(std::size_t index) const { return impl_->devices.at(index)->dev.info; }
+Result<DeviceInfo> Engine::device(std::size_t index) const {
+  if (index >= impl_->devices.size())
+    return Error{Status::InvalidArgument, "device: index " + std::to_string(index) + " is out of range (the engine has " +
+                                              std::to_string(impl_->devices.size()) + " devices)"};
+  return impl_->devices[index]->dev.info;
+}
 bool Engine::device_lost(std::size_t index) const {
   return index < impl_->devices.size() && impl_->devices[index]->state == sched::DeviceState::Lost;
 }

@@ -191,7 +191,7 @@ Result<void> JobRun::start() {
     return job_error("device " + std::to_string(device_) + " out of range (" +
                      std::to_string(engine_.device_count()) + " devices)");
   result_.device = device_;
-  result_.stats.queues = engine_.device(device_).queues;
+  result_.stats.queues = engine_.device(device_)->queues;
   // Sums that wrap would slip past the limits: two repeats of 2^63 made 0
   // launches to check and ran for ever; buffer sizes past 2^64 made a small
   // total. Overflow is refused whatever the limit.
@@ -221,7 +221,7 @@ Result<void> JobRun::start() {
     return job_error("buffers: " + std::to_string(total_bytes) + " bytes, the limit is " +
                      std::to_string(opts_.max_buffer_bytes));
   for (const job::Buffer& b : job_.buffers)
-    if (b.type == ScalarType::Half && !engine_.device(device_).fp16)
+    if (b.type == ScalarType::Half && !engine_.device(device_)->fp16)
       return job_error("buffers." + b.name + ": type half needs cl_khr_fp16, which device " +
                        std::to_string(device_) + " lacks");
 
@@ -884,7 +884,7 @@ Result<RunResult> run_job_sync(Engine& engine, Job job, RunOptions options) {
 }
 
 std::string result_json(const Engine& engine, const RunResult& r) {
-  std::string out = "{\"device\": " + cl::device_info_json(engine.device(r.device)) + ", \"outputs\": {";
+  std::string out = "{\"device\": " + cl::device_info_json(*engine.device(r.device)) + ", \"outputs\": {";
   for (std::size_t i = 0; i < r.outputs.size(); ++i) {
     if (i) out += ", ";
     out += json::quote(r.outputs[i].name) + ": [";

@@ -135,7 +135,7 @@ TEST_F(TensorJob, EveryMappedDTypeLoadsExactly) {
   add("u32", "U32", "uint", pattern(12), 3);
   add("i64", "I64", "long", pattern(16), 2);
   add("u64", "U64", "ulong", pattern(24), 3);
-  const bool fp64 = engine_->device(0).fp64, fp16 = engine_->device(0).fp16;
+  const bool fp64 = engine_->device(0)->fp64, fp16 = engine_->device(0)->fp16;
   if (fp64) add("f64", "F64", "double", bytes_of(std::vector<double>{1.5, -0.0, 1e300}), 3);
   if (fp16) add("f16", "F16", "half", bytes_of(std::vector<std::uint16_t>{0x3c00, 0x8001, 0x7bff, 0xc000}), 4);
   dir_.write("all.safetensors", safetensors_file(specs));
@@ -170,7 +170,7 @@ TEST_F(TensorJob, ErrorsNameTheBufferTheFileAndTheTensor) {
   EXPECT_EQ(error_of(one_buffer_job("ushort", 4, "w.safetensors", "bf")),
             "buffers.w.init: tensor \"bf\" in " + path +
                 " is BF16, which has no OpenCL C type; convert it (to F32 or F16) first");
-  if (engine_->device(0).fp16) {
+  if (engine_->device(0)->fp16) {
     EXPECT_EQ(error_of(one_buffer_job("ushort", 4, "w.safetensors", "h")),
               "buffers.w.init: tensor \"h\" in " + path + " is F16 (OpenCL half), but the buffer's type is ushort");
   }

@@ -134,7 +134,7 @@ TEST(ReadBurstAuto, ACpuDeviceSubmitsEveryReadAtOnce) {
   auto made = Engine::create(test_config());
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   Engine& e = **made;
-  ASSERT_EQ(e.device(0).type, DeviceType::Cpu);
+  ASSERT_EQ(e.device(0)->type, DeviceType::Cpu);
   auto b = e.allocate(0, 64);
   ASSERT_TRUE(b.ok());
   ASSERT_TRUE(e.finish().ok());
@@ -159,12 +159,12 @@ TEST(QueuesAuto, ACpuDeviceGetsTheCpuCount) {
   c.queues.reset();
   auto made = Engine::create(c);
   ASSERT_TRUE(made.ok()) << made.error().to_string();
-  ASSERT_EQ((*made)->device(0).type, DeviceType::Cpu);
-  EXPECT_EQ((*made)->device(0).queues, kAutoCpuQueues);
+  ASSERT_EQ((*made)->device(0)->type, DeviceType::Cpu);
+  EXPECT_EQ((*made)->device(0)->queues, kAutoCpuQueues);
   c.queues = 3;
   auto three = Engine::create(c);
   ASSERT_TRUE(three.ok()) << three.error().to_string();
-  EXPECT_EQ((*three)->device(0).queues, 3u);
+  EXPECT_EQ((*three)->device(0)->queues, 3u);
 }
 
 }  // namespace

@@ -41,6 +41,20 @@ class Errors : public EngineTest {
 // reqd_work_group_size(64) launched with local 32: the engine's checks pass
 // (32 <= the kernel's limit), clEnqueueNDRangeKernel says
 // CL_INVALID_WORK_GROUP_SIZE.
+// A device index past the last is an error value naming the index and the
+// count (it threw std::out_of_range).
+TEST_F(Errors, DeviceWithAnIndexPastTheLastIsAnError) {
+  const std::size_t count = eng().device_count();
+  auto d = eng().device(count);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.status(), Status::InvalidArgument);
+  EXPECT_NE(d.error().message.find("index " + std::to_string(count)), std::string::npos) << d.error().message;
+  EXPECT_NE(d.error().message.find(std::to_string(count) + " devices"), std::string::npos) << d.error().message;
+  auto first = eng().device(0);
+  ASSERT_TRUE(first.ok()) << first.error().to_string();
+  EXPECT_EQ(first->index, 0u);
+}
+
 TEST_F(Errors, FailedLaunchPoisonsWhatItWritesUntilRewritten) {
   constexpr std::uint32_t kN = 256;
   std::vector<Error> heard;
@@ -226,7 +240,7 @@ TEST_F(Errors, ApiEdgeErrorsHaveClearMessages) {
     return args;
   };
   std::vector<KernelArg> too_few(good.begin(), good.end() - 1);
-  const DeviceInfo& info = eng().device(0);
+  const DeviceInfo info = *eng().device(0);
   const std::size_t max_group = info.max_work_group_size;
   std::vector<Case> cases = {
       {"wrong argument count", make_launch(axpbc_, too_few, {kN}), Status::IncorrectKernelArg,

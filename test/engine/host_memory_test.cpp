@@ -100,7 +100,7 @@ TEST_F(HostMemoryTest, MisuseIsAClearError) {
   auto far = eng().alloc_host(eng().device_count(), 64);
   ASSERT_FALSE(far.ok());
   EXPECT_NE(far.error().message.find("out of range"), std::string::npos) << far.error().message;
-  auto huge = eng().alloc_host(0, eng().device(0).max_allocation + 1);
+  auto huge = eng().alloc_host(0, eng().device(0)->max_allocation + 1);
   ASSERT_FALSE(huge.ok());
   EXPECT_EQ(huge.error().status, Status::MemoryAllocation);
 

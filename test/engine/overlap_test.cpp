@@ -148,8 +148,8 @@ TEST_F(Overlap, TimedLaunchReportsTimesAndRunsAfterEarlierWork) {
   util::HappensBefore hb(log.entries());
   EXPECT_TRUE(hb.ordered(slow_e->id, timed_e->id)) << util::describe(*timed_e);
   EXPECT_TRUE(hb.ordered(timed_e->id, later_e->id)) << util::describe(*later_e);
-  EXPECT_LT(later_e->queue, eng().device(0).queues) << util::describe(*later_e);
-  EXPECT_LT(slow_e->queue, eng().device(0).queues) << util::describe(*slow_e);
+  EXPECT_LT(later_e->queue, eng().device(0)->queues) << util::describe(*later_e);
+  EXPECT_LT(slow_e->queue, eng().device(0)->queues) << util::describe(*slow_e);
 }
 
 // A game loop calls poll() once per frame: it never blocks.

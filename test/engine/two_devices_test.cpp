@@ -180,7 +180,7 @@ TEST_F(EngineTwoDevicesChild, DISABLED_BufferOfAnotherDeviceIsRefused) {
   EXPECT_EQ(r.status(), Status::IncorrectKernelArg);
   EXPECT_EQ(eng().stats().pending, 0u);
   // Each device accounts its own memory.
-  EXPECT_LT(eng().free_bytes(0), eng().device(0).global_memory);
+  EXPECT_LT(eng().free_bytes(0), eng().device(0)->global_memory);
   EXPECT_TRUE(eng().finish().ok());
 }
 
