@@ -126,10 +126,10 @@ bool CommandGraph::complete(GraphNode& n) {
 template <class Settles>
 void CommandGraph::count_down_dependents(const GraphNode& n, Settles&& settles) {
   for (CommandId entry : n.dependents) {
-    const CommandId d = entry & ~kOrderEdge;
+    const CommandId d = edge_target(entry);
     GraphNode* dn = live(d);
     if (!dn || dn->state == DependencyState::Failed) continue;
-    std::uint32_t& pending = entry & kOrderEdge ? dn->pending_waits : dn->pending_producers;
+    std::uint32_t& pending = is_order_edge(entry) ? dn->pending_waits : dn->pending_producers;
     assert(pending > 0);
     // Only one that settles now is visited: most are still running.
     if (--pending == 0 && ready_to_settle(*dn)) settles(d, *dn);
@@ -176,10 +176,10 @@ void CommandGraph::fail_from(CommandId first, Error error) {
   while (!work.empty()) {
     const CommandId entry = work.back();
     work.pop_back();
-    const CommandId id = entry & ~kOrderEdge;
+    const CommandId id = edge_target(entry);
     GraphNode* n = live(id);
     if (!n || n->state == DependencyState::Failed) continue;
-    if (entry & kOrderEdge) {
+    if (is_order_edge(entry)) {
       // It only waited for the failed command: its data is its own, but a
       // failure of its event is explained by the wait.
       n->failed_wait = first;
@@ -194,7 +194,7 @@ void CommandGraph::fail_from(CommandId first, Error error) {
     transition(*n, DependencyEvent::Fail);
     const ScratchList<CommandId, 4> dependents = std::move(n->dependents);
     n->dependents.clear();
-    outcomes_.push_back(Outcome{id, id == first ? error : entry & kOrderEdge ? waited : downstream});
+    outcomes_.push_back(Outcome{id, id == first ? error : is_order_edge(entry) ? waited : downstream});
     if (sink_) sink_->on_failed(id, outcomes_.back().error.value());
     work.insert(work.end(), dependents.begin(), dependents.end());
     // A failed command whose event still runs stays until event_done. The

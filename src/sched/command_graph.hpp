@@ -60,6 +60,8 @@ struct GraphNode {
 // Tags an entry of GraphNode::dependents as an order edge (waits_for); ids
 // never reach the top bit.
 inline constexpr CommandId kOrderEdge = CommandId{1} << 63;
+constexpr bool is_order_edge(CommandId entry) noexcept { return (entry & kOrderEdge) != 0; }
+constexpr CommandId edge_target(CommandId entry) noexcept { return entry & ~kOrderEdge; }
 
 class GraphNodes {
  public:
