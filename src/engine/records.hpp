@@ -66,6 +66,11 @@ struct Command {
   // an in-order queue could otherwise hold behind work waiting for that
   // very copy.
   bool held = false;
+  // read_into: the driver writes the caller's memory. It always gets an
+  // event of its own, so that its outcome is what the driver says of it: a
+  // read completed by a later event can be left without one when its
+  // device is lost, and failed then while the driver may still write there.
+  bool into_caller_memory = false;
   bool has_local = false;
   std::uint32_t dims = 0;
   std::uint64_t tag = 0;

@@ -46,7 +46,8 @@ bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
 // burst's reads are delivered together. Whatever the later read becomes,
 // the queue's next event or the fence at the flush completes this one.
 bool Submitter::completed_by_next_read(const DeviceCtx& d, const Command& c) const {
-  if (!settled_.placing || c.op != Op::Read || c.bytes > kSharedReadMaxBytes || settled_.shared + 1 >= kSharedReads)
+  if (!settled_.placing || c.op != Op::Read || c.into_caller_memory || c.bytes > kSharedReadMaxBytes ||
+      settled_.shared + 1 >= kSharedReads)
     return false;
   if (batch_next_ == nullptr || batch_next_ == batch_end_) return false;
   const Command& y = *batch_next_;

@@ -128,13 +128,14 @@ Result<void> Engine::fill(Buffer dst, std::span<const std::byte> pattern, std::s
 // A read of `bytes` at `offset` of buffer `src` into `dst`, built in place
 // in its device's window and submitted as a read is (Submitter::submit_read).
 static void enqueue_read(Engine::Impl& e, BufferRec& r, Buffer src, std::size_t offset, std::size_t bytes, void* dst,
-                         FinalHook on_final) {
+                         bool into_caller_memory, FinalHook on_final) {
   Command& c = e.submitter.stage(r.device);
   c.op = Op::Read;
   c.accesses.push_back(Access{src.id, true, false, &r});
   c.offset = offset;
   c.bytes = bytes;
   c.host_dst = dst;
+  c.into_caller_memory = into_caller_memory;
   c.wants_callback = true;
   c.on_final = std::move(on_final);
   ++e.counters.reads;
@@ -156,7 +157,10 @@ Result<void> Engine::read(Buffer src, std::size_t offset, std::size_t bytes, Rea
   auto staging = d.staging->acquire(bytes);
   if (!staging) return std::move(staging).error().context("read");
   const std::uint32_t slot = e.transfers.park_read({std::move(on_data), staging.value(), bytes, r.device});
-  enqueue_read(e, r, src, offset, bytes, staging->ptr,
+  // Into the engine's staging: a block given back early goes to no other
+  // transfer of the lost device (each is refused), so sharing an event is
+  // safe.
+  enqueue_read(e, r, src, offset, bytes, staging->ptr, false,
                [t = &e.transfers, slot](CommandId, const std::optional<Error>& err) { t->deliver_read(slot, err); });
   return {};
 }
@@ -191,7 +195,7 @@ Result<void> Engine::read_into(Buffer src, std::size_t offset, std::span<std::by
     return Error{Status::DeviceLost, "read_into: device " + std::to_string(r.device) + " is lost"};
   auto held = e.memory.hold_host_range(dst.data(), dst.size(), "read_into", done_hook(std::move(on_done)));
   if (!held) return std::move(held).error();
-  enqueue_read(e, r, src, offset, dst.size(), dst.data(), std::move(held).value());
+  enqueue_read(e, r, src, offset, dst.size(), dst.data(), true, std::move(held).value());
   return {};
 }
 

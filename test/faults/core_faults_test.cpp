@@ -62,6 +62,57 @@ class CoreFaults : public ::testing::Test {
 // A fill fails on the device in the same completion batch as an earlier
 // write whose on_done reads the filled buffer: the read must report the
 // fill's failure, not the buffer's old contents as a success.
+// The device is lost under three small reads into the caller's memory made
+// in one burst: the third's enqueue and every marker after say
+// CL_DEVICE_NOT_AVAILABLE. The first two were enqueued, so the driver may
+// still write into the caller's memory: each is reported only as the driver
+// says it ended — here both ran, and their data is there. (They shared the
+// third's event, which never came, and no fence could be had: they were
+// failed at once while the driver went on to write the memory.) Events only
+// where awaited, as on a GPU (PoCL gives every command one), and reads held
+// for a burst, as on a GPU (a CPU device submits each at once).
+TEST(CoreFaultsLost, AReadIntoCallerMemoryIsFailedOnlyOnceTheDriverIsDoneWithIt) {
+  Watchdog wd("reads into caller memory on a device lost under them", 60);
+  ASSERT_TRUE(shim_ok());
+  shim().reset_faults();
+  Config config = shim_config(1);
+  config.command_events = CommandEvents::Awaited;
+  config.read_burst_us = 100000;
+  LoopEngine le;
+  ASSERT_TRUE(le.create(config).ok());
+  Engine& e = *le.engine;
+  constexpr std::uint32_t n = 16;
+  auto b = e.allocate(0, n * 4);
+  ASSERT_TRUE(b.ok());
+  const std::vector<std::uint32_t> sevens(n, 7);
+  ASSERT_TRUE(e.write(*b, 0, std::as_bytes(std::span(sevens))).ok());
+  ASSERT_TRUE(e.finish().ok());
+  std::vector<std::vector<std::uint32_t>> into(3, std::vector<std::uint32_t>(n, 0));
+  std::vector<std::optional<Result<void>>> done(3);
+  // Every marker from now on fails too: no fence can be had.
+  shim().set_fault("clEnqueueReadBuffer:3:CL_DEVICE_NOT_AVAILABLE");
+  for (int i = 1; i <= 8; ++i)
+    shim().set_fault(("clEnqueueMarkerWithWaitList:" + std::to_string(i) + ":CL_DEVICE_NOT_AVAILABLE").c_str());
+  for (std::size_t i = 0; i < 3; ++i)
+    ASSERT_TRUE(e.read_into(*b, 0, std::as_writable_bytes(std::span(into[i])), [&done, i](Result<void> r) {
+                   done[i] = std::move(r);
+                 }).ok());
+  EXPECT_EQ(run_for(e, [&] { return done[0] && done[1] && done[2]; }, 10), "");
+  const int fired = shim().fired();
+  shim().reset_faults();
+  ASSERT_TRUE(done[0] && done[1] && done[2]);
+  ASSERT_GE(fired, 1) << "the third read was not enqueued";
+  EXPECT_TRUE(e.device_lost(0));
+  EXPECT_FALSE(done[2]->ok());
+  for (std::size_t i = 0; i < 2; ++i) {
+    EXPECT_TRUE(done[i]->ok()) << "read " << i << ", enqueued, was failed before the driver said so: "
+                               << done[i]->error().to_string();
+    EXPECT_EQ(into[i], std::vector<std::uint32_t>(n, 7)) << "read " << i;
+  }
+  (void)e.release(*b);
+  EXPECT_EQ(le.destroy(), 0);
+}
+
 TEST_F(CoreFaults, ReadInACallbackAfterAFailedWriterIsNotStale) {
   Watchdog wd("read after a failed writer", 60);
   make(1);  // one queue: the write completes, then the fill, in one batch
