@@ -131,6 +131,9 @@ class LifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, Acti
     ASSERT_NE(engine, nullptr);
     const bool closed = t == Trigger::Closed;
     const bool lost = t == Trigger::DeviceLost;
+    if (lost) {
+      EXPECT_TRUE(engine->device_lost(0)) << "the listener heard of no lost device";
+    }
     switch (a) {
       case Action::Destroy:
         le_.engine.reset();  // deferred until the engine's frames return
