@@ -7,6 +7,7 @@
 #include <uvcl/uvcl.h>
 
 #include "../faults/harness.hpp"
+#include "matrix.hpp"
 
 namespace uvcl::embedding::capi_lifecycle_matrix {
 namespace {
@@ -17,39 +18,12 @@ using faults::shim;
 using faults::shim_ok;
 using testing::Watchdog;
 
-enum class Trigger { Build, LaunchDone, Read, Drain, Listener, DeviceLost, Closed, HostTimer };
-enum class Action {
-  Destroy,
-  Close,
-  ReleaseBuffer,
-  ReleaseKernel,
-  ReleaseProgram,
-  ReleaseHostMemory,
-  Submit,
-  Drain,
-  ReplaceListener,
-  Blocking
-};
+using matrix::Action;
+using matrix::Case;
+using matrix::Probe;
+using matrix::Trigger;
 
-const char* trigger_label(Trigger t) {
-  constexpr const char* kNames[] = {"Build", "LaunchDone", "Read", "Drain", "Listener", "DeviceLost", "Closed",
-                                    "HostTimer"};
-  return kNames[static_cast<int>(t)];
-}
-
-const char* action_label(Action a) {
-  constexpr const char* kNames[] = {"Destroy",       "Close",  "ReleaseBuffer", "ReleaseKernel",   "ReleaseProgram",
-                                    "ReleaseHostMemory", "Submit", "Drain",         "ReplaceListener", "Blocking"};
-  return kNames[static_cast<int>(a)];
-}
-
-struct CProbe {
-  std::string what;
-  int expected = 0;
-  int ran = 0;
-};
-
-class CapiLifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, Action>> {
+class CapiLifecycleMatrix : public ::testing::TestWithParam<Case> {
  protected:
   static constexpr std::uint32_t kN = 256;
 
@@ -109,15 +83,15 @@ class CapiLifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, 
     return a;
   }
 
-  CProbe& probe(std::string what, int rc = UVCL_OK) {
-    probes_.push_back(std::make_unique<CProbe>(CProbe{std::move(what)}));
+  Probe& probe(std::string what, int rc = UVCL_OK) {
+    probes_.push_back(std::make_unique<Probe>(Probe{std::move(what)}));
     probes_.back()->expected = rc == UVCL_OK ? 1 : 0;
     return *probes_.back();
   }
   // The C callbacks: user data is the probe; the trigger's also acts.
-  static void count_done(int, const char*, void* p) { ++static_cast<CProbe*>(p)->ran; }
-  static void count_read(int, const char*, const void*, std::size_t, void* p) { ++static_cast<CProbe*>(p)->ran; }
-  static void count_closed(void* p) { ++static_cast<CProbe*>(p)->ran; }
+  static void count_done(int, const char*, void* p) { ++static_cast<Probe*>(p)->ran; }
+  static void count_read(int, const char*, const void*, std::size_t, void* p) { ++static_cast<Probe*>(p)->ran; }
+  static void count_closed(void* p) { ++static_cast<Probe*>(p)->ran; }
   static void trigger_done(int, const char*, void* self) {
     auto* m = static_cast<CapiLifecycleMatrix*>(self);
     ++m->trigger_probe_->ran;
@@ -144,7 +118,7 @@ class CapiLifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, 
         engine_ = nullptr;
         return;
       case Action::Close: {
-        CProbe& p = probe("on_closed of a close from the callback");
+        Probe& p = probe("on_closed of a close from the callback");
         const int rc = uvcl_close(engine_, count_closed, &p);
         p.expected = rc == UVCL_OK ? 1 : 0;
         EXPECT_EQ(rc, closed ? UVCL_ECANCELLED : UVCL_OK) << uvcl_engine_last_error(engine_);
@@ -164,18 +138,18 @@ class CapiLifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, 
         return;
       case Action::Submit: {
         const int want = closed ? UVCL_ECANCELLED : lost ? UVCL_EDEVICE_LOST : UVCL_OK;
-        CProbe& l = probe("on_done of a launch from the callback");
+        Probe& l = probe("on_done of a launch from the callback");
         const int lrc = uvcl_launch(engine_, &launch_, count_done, &l);
         l.expected = lrc == UVCL_OK ? 1 : 0;
         EXPECT_EQ(lrc, want) << uvcl_engine_last_error(engine_);
-        CProbe& r = probe("on_data of a read from the callback");
+        Probe& r = probe("on_data of a read from the callback");
         const int rrc = uvcl_read(engine_, out_, 0, kN * 4, count_read, &r);
         r.expected = rrc == UVCL_OK ? 1 : 0;
         EXPECT_EQ(rrc, want) << uvcl_engine_last_error(engine_);
         return;
       }
       case Action::Drain: {
-        CProbe& p = probe("on_done of a drain from the callback");
+        Probe& p = probe("on_done of a drain from the callback");
         const int rc = uvcl_drain(engine_, count_done, &p);
         p.expected = rc == UVCL_OK ? 1 : 0;
         EXPECT_EQ(rc, UVCL_OK) << uvcl_engine_last_error(engine_);
@@ -259,44 +233,27 @@ class CapiLifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, 
   uvcl_host_memory_t host_{};
   uvcl_arg_t args_[5]{};
   uvcl_launch_t launch_{};
-  std::vector<std::unique_ptr<CProbe>> probes_;
-  CProbe* trigger_probe_ = nullptr;
+  std::vector<std::unique_ptr<Probe>> probes_;
+  Probe* trigger_probe_ = nullptr;
   uv_timer_t timer_{};
   bool timer_open_ = false;
   bool acted_ = false;
 };
 
 TEST_P(CapiLifecycleMatrix, EveryActionFromEveryCallback) {
-  const auto [t, a] = GetParam();
-  Watchdog wd(std::string("C API: ") + action_label(a) + " from " + trigger_label(t), 60);
+  Watchdog wd("C API: " + matrix::describe(GetParam()), 60);
   arm();
-  uv_timer_t tick;
-  uv_timer_init(&loop_, &tick);
-  uv_timer_start(&tick, [](uv_timer_t*) {}, 2, 2);
-  const std::uint64_t deadline = uv_hrtime() + 10'000'000'000ull;
-  while (!settled() && uv_hrtime() < deadline) uv_run(&loop_, UV_RUN_ONCE);
-  EXPECT_TRUE(acted_) << "the trigger's callback never ran";
-  shim().reset_faults();
-  uvcl_engine_destroy(engine_);  // what it still holds is cancelled: those callbacks run now
-  engine_ = nullptr;
-  uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
-  if (timer_open_) uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
-  for (int i = 0; i < 8; ++i) uv_run(&loop_, UV_RUN_NOWAIT);
+  matrix::turn_loop(&loop_, [this] { return settled(); }, [this] {
+    EXPECT_TRUE(acted_) << "the trigger's callback never ran";
+    shim().reset_faults();
+    uvcl_engine_destroy(engine_);  // what it still holds is cancelled: those callbacks run now
+    engine_ = nullptr;
+    if (timer_open_) uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+  });
   for (const auto& p : probes_) EXPECT_EQ(p->ran, p->expected) << p->what;
 }
 
-std::string capi_case_name(const ::testing::TestParamInfo<std::tuple<Trigger, Action>>& info) {
-  return std::string(action_label(std::get<1>(info.param))) + "From" + trigger_label(std::get<0>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    CApi, CapiLifecycleMatrix,
-    ::testing::Combine(::testing::Values(Trigger::Build, Trigger::LaunchDone, Trigger::Read, Trigger::Drain,
-                                         Trigger::Listener, Trigger::DeviceLost, Trigger::Closed, Trigger::HostTimer),
-                       ::testing::Values(Action::Destroy, Action::Close, Action::ReleaseBuffer, Action::ReleaseKernel,
-                                         Action::ReleaseProgram, Action::ReleaseHostMemory, Action::Submit,
-                                         Action::Drain, Action::ReplaceListener, Action::Blocking)),
-    capi_case_name);
+INSTANTIATE_TEST_SUITE_P(CApi, CapiLifecycleMatrix, matrix::all_cases(), matrix::case_name);
 
 }  // namespace
 }  // namespace uvcl::embedding::capi_lifecycle_matrix

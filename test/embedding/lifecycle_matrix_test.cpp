@@ -9,6 +9,7 @@
 // (watchdog) and that nothing leaks (the shim's live objects, the loop's
 // handles). Run under ASan+UBSan with the rest of the suite.
 #include "../faults/harness.hpp"
+#include "matrix.hpp"
 
 namespace uvcl::embedding::lifecycle_matrix {
 namespace {
@@ -20,59 +21,12 @@ using faults::shim_config;
 using faults::shim_ok;
 using testing::Watchdog;
 
-enum class Trigger { Build, LaunchDone, Read, Drain, Listener, DeviceLost, Closed, HostTimer };
-enum class Action {
-  Destroy,
-  Close,
-  ReleaseBuffer,
-  ReleaseKernel,
-  ReleaseProgram,
-  ReleaseHostMemory,
-  Submit,
-  Drain,
-  ReplaceListener,
-  Blocking
-};
+using matrix::Action;
+using matrix::Case;
+using matrix::Probe;
+using matrix::Trigger;
 
-const char* trigger_name(Trigger t) {
-  switch (t) {
-    case Trigger::Build: return "Build";
-    case Trigger::LaunchDone: return "LaunchDone";
-    case Trigger::Read: return "Read";
-    case Trigger::Drain: return "Drain";
-    case Trigger::Listener: return "Listener";
-    case Trigger::DeviceLost: return "DeviceLost";
-    case Trigger::Closed: return "Closed";
-    case Trigger::HostTimer: return "HostTimer";
-  }
-  return "?";
-}
-
-const char* action_name(Action a) {
-  switch (a) {
-    case Action::Destroy: return "Destroy";
-    case Action::Close: return "Close";
-    case Action::ReleaseBuffer: return "ReleaseBuffer";
-    case Action::ReleaseKernel: return "ReleaseKernel";
-    case Action::ReleaseProgram: return "ReleaseProgram";
-    case Action::ReleaseHostMemory: return "ReleaseHostMemory";
-    case Action::Submit: return "Submit";
-    case Action::Drain: return "Drain";
-    case Action::ReplaceListener: return "ReplaceListener";
-    case Action::Blocking: return "Blocking";
-  }
-  return "?";
-}
-
-// A callback handed to the engine: it must run once if the call that took
-// it was accepted, never if it was refused.
-struct Probe {
-  std::string what;
-  int expected = 0;
-  int ran = 0;
-};
-
-class LifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, Action>> {
+class LifecycleMatrix : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
     ASSERT_TRUE(shim_ok());
@@ -307,39 +261,18 @@ class LifecycleMatrix : public ::testing::TestWithParam<std::tuple<Trigger, Acti
 
 TEST_P(LifecycleMatrix, EveryActionFromEveryCallback) {
   const auto [t, a] = GetParam();
-  Watchdog wd(std::string(action_name(a)) + " from " + trigger_name(t), 60);
+  Watchdog wd(matrix::describe(GetParam()), 60);
   arm(t, a);
-  // The host's loop, turned as a host would, with a timer so that no turn
-  // sleeps past the deadline.
-  uv_timer_t tick;
-  uv_timer_init(loop(), &tick);
-  uv_timer_start(&tick, [](uv_timer_t*) {}, 2, 2);
-  const std::uint64_t deadline = uv_hrtime() + 10'000'000'000ull;
-  while (!settled() && uv_hrtime() < deadline) uv_run(loop(), UV_RUN_ONCE);
-  EXPECT_TRUE(acted_) << "the trigger's callback never ran";
-  shim().reset_faults();
-  // The rest of the life: a still-open engine is destroyed (what it holds
-  // is cancelled: those callbacks run now), the loop runs its handles' close
-  // callbacks.
-  le_.engine.reset();
-  uv_close(reinterpret_cast<uv_handle_t*>(&tick), nullptr);
-  if (timer_open_) uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
-  for (int i = 0; i < 8; ++i) uv_run(loop(), UV_RUN_NOWAIT);
+  matrix::turn_loop(loop(), [this] { return settled(); }, [this] {
+    EXPECT_TRUE(acted_) << "the trigger's callback never ran";
+    shim().reset_faults();
+    le_.engine.reset();  // what a still-open engine holds is cancelled: those callbacks run now
+    if (timer_open_) uv_close(reinterpret_cast<uv_handle_t*>(&timer_), nullptr);
+  });
   for (const auto& p : probes_) EXPECT_EQ(p->ran, p->expected) << p->what;
 }
 
-std::string case_name(const ::testing::TestParamInfo<std::tuple<Trigger, Action>>& info) {
-  return std::string(action_name(std::get<1>(info.param))) + "From" + trigger_name(std::get<0>(info.param));
-}
-
-INSTANTIATE_TEST_SUITE_P(
-    Embedding, LifecycleMatrix,
-    ::testing::Combine(::testing::Values(Trigger::Build, Trigger::LaunchDone, Trigger::Read, Trigger::Drain,
-                                         Trigger::Listener, Trigger::DeviceLost, Trigger::Closed, Trigger::HostTimer),
-                       ::testing::Values(Action::Destroy, Action::Close, Action::ReleaseBuffer, Action::ReleaseKernel,
-                                         Action::ReleaseProgram, Action::ReleaseHostMemory, Action::Submit,
-                                         Action::Drain, Action::ReplaceListener, Action::Blocking)),
-    case_name);
+INSTANTIATE_TEST_SUITE_P(Embedding, LifecycleMatrix, matrix::all_cases(), matrix::case_name);
 
 }  // namespace
 }  // namespace uvcl::embedding::lifecycle_matrix
