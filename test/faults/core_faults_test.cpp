@@ -294,26 +294,45 @@ __kernel void copy_words(__global const uint* in, __global uint* out) {
 }
 )CL";
 
-TEST(CoreFaultsFlush, AFailedFlushBeforeACrossQueueWaitIsTriedAgain) {
-  Watchdog wd("flush before a cross-queue wait", 60);
-  ASSERT_TRUE(shim_ok());
-  shim().reset_faults();
-  // A window of one: each command goes out as it is made, so queue choice
-  // sees no later consumer and the two spins land on two queues.
-  Config config = shim_config(2, 1);
-  config.command_events = CommandEvents::Awaited;
+// Two spins on two queues and a copy that waits across them: a window of
+// one, so each command goes out as it is made, queue choice sees no later
+// consumer and the two spins land on two queues.
+class CoreFaultsFlush : public ::testing::Test {
+ protected:
+  static constexpr std::uint32_t n = 64;
+  void make(CommandEvents events) {
+    ASSERT_TRUE(shim_ok());
+    shim().reset_faults();
+    Config config = shim_config(2, 1);
+    config.command_events = events;
+    ASSERT_TRUE(le.create(config).ok());
+    Engine& e = *le.engine;
+    auto made = e.compile_sync(0, kFlushRetrySource);
+    ASSERT_TRUE(made.ok()) << made.error().to_string();
+    p = *made;
+    auto s = e.kernel(*p, "spin");
+    auto c = e.kernel(*p, "copy_words", {ParamAccess::ReadOnly, ParamAccess::WriteOnly});
+    ASSERT_TRUE(s.ok() && c.ok());
+    spin = *s;
+    copy = *c;
+    auto a = e.allocate(0, n * 4);
+    auto b = e.allocate(0, n * 4);
+    ASSERT_TRUE(a.ok() && b.ok());
+    x = *a;
+    y = *b;
+  }
+  void TearDown() override { shim().reset_faults(); }
+
   LoopEngine le;
-  ASSERT_TRUE(le.create(config).ok());
+  std::optional<Program> p;
+  std::optional<Kernel> spin, copy;
+  std::optional<Buffer> x, y;
+};
+
+TEST_F(CoreFaultsFlush, AFailedFlushBeforeACrossQueueWaitIsTriedAgain) {
+  Watchdog wd("flush before a cross-queue wait", 60);
+  make(CommandEvents::Awaited);
   Engine& e = *le.engine;
-  auto p = e.compile_sync(0, kFlushRetrySource);
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto spin = e.kernel(*p, "spin");
-  auto copy = e.kernel(*p, "copy_words", {ParamAccess::ReadOnly, ParamAccess::WriteOnly});
-  ASSERT_TRUE(spin.ok() && copy.ok());
-  constexpr std::uint32_t n = 64;
-  auto x = e.allocate(0, n * 4);
-  auto y = e.allocate(0, n * 4);
-  ASSERT_TRUE(x.ok() && y.ok());
   std::vector<ScheduleEntry> schedule;
   e.set_schedule_recorder([&](const ScheduleEntry& s) { schedule.push_back(s); });
   // x on one queue and y on the other, both still running when the copy
@@ -352,23 +371,10 @@ TEST(CoreFaultsFlush, AFailedFlushBeforeACrossQueueWaitIsTriedAgain) {
 // command for the wait: the listener hears the one failure once, whichever
 // of the two events the engine reads first, and a read of what the waiter
 // wrote names the first failure.
-TEST(CoreFaultsFlush, AFailureThatFailsAWaiterOnAnotherQueueIsReportedOnce) {
+TEST_F(CoreFaultsFlush, AFailureThatFailsAWaiterOnAnotherQueueIsReportedOnce) {
   Watchdog wd("a waiter on another queue behind a failed launch", 60);
-  ASSERT_TRUE(shim_ok());
-  shim().reset_faults();
-  Config config = shim_config(2, 1);  // a window of one, as above: two queues
-  LoopEngine le;
-  ASSERT_TRUE(le.create(config).ok());
+  make(CommandEvents::Auto);
   Engine& e = *le.engine;
-  auto p = e.compile_sync(0, kFlushRetrySource);
-  ASSERT_TRUE(p.ok()) << p.error().to_string();
-  auto spin = e.kernel(*p, "spin");
-  auto copy = e.kernel(*p, "copy_words", {ParamAccess::ReadOnly, ParamAccess::WriteOnly});
-  ASSERT_TRUE(spin.ok() && copy.ok());
-  constexpr std::uint32_t n = 64;
-  auto x = e.allocate(0, n * 4);
-  auto y = e.allocate(0, n * 4);
-  ASSERT_TRUE(x.ok() && y.ok());
   ASSERT_TRUE(e.finish().ok());
   std::vector<std::string> heard;
   e.set_error_listener([&](const Error& err) { heard.push_back(err.to_string()); });
@@ -397,9 +403,6 @@ TEST(CoreFaultsFlush, AFailureThatFailsAWaiterOnAnotherQueueIsReportedOnce) {
   EXPECT_EQ(heard.size(), 1u) << "the listener heard the one failure " << heard.size()
                               << " times: " << ::testing::PrintToString(heard);
   e.set_error_listener({});
-  for (Buffer b : {*x, *y}) (void)e.release(b);
-  for (Kernel k : {*spin, *copy}) (void)e.release(k);
-  (void)e.release(*p);
 }
 
 // A command whose input failed while it still ran is parked: its outcome is
