@@ -23,7 +23,7 @@
 //       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
 //       "completion": "auto",             // "auto" | "callback" | "poll" (below)
 //       "compile": "process",             // "process" | "inline" (below)
-//       "compiler": "",                   // uvcl-compiler's path; "": found next to libuvcl
+//       "compiler": "",                   // uvcl-compiler's path; "": found from libuvcl (below)
 //       "compilers": 1,                   // compiler processes per device, 1..64
 //       "compile_timeout_ms": 60000,      // a build's limit in a compiler process
 //       "compiler_idle_ms": 10000,        // an idle compiler process exits after this
@@ -94,8 +94,9 @@ inline constexpr unsigned kFirstPollUs = 50;
 // clBuildProgram, for seconds) and a compiler crash kills only that process;
 // the result comes back as a binary the engine loads. Inline: with
 // clBuildProgram on the loop thread (for drivers whose binaries cannot be
-// reloaded); also what the engine falls back to, with a debug message, when
-// the compiler program cannot be started.
+// reloaded); also what the engine falls back to when the compiler program
+// cannot be started: said once per engine on stderr and counted in
+// EngineStats::compiler_fallbacks.
 enum class CompileMode { Process, Inline };
 
 struct Config {
@@ -146,8 +147,10 @@ struct Config {
   CommandEvents command_events = CommandEvents::Auto;
   CompletionMode completion = CompletionMode::Auto;
   CompileMode compile = CompileMode::Process;
-  // The uvcl-compiler program; empty: next to libuvcl (or the program
-  // linking it statically), then the install prefix's libexecdir.
+  // The uvcl-compiler program; empty: the first executable of: next to
+  // libuvcl (or the program linking it statically: a build tree), the
+  // libexecdir relative to libuvcl's folder (an installed tree wherever it
+  // was moved), the libexecdir configured at build time.
   std::string compiler;
   unsigned compilers = 1;  // compiler processes per device: builds that run at once
   // A build in a compiler process that takes longer is killed (and the
