@@ -29,6 +29,10 @@ SpinRun read_back_with_spin(std::optional<unsigned> spin_us) {
   SpinRun out;
   Config c = test_config();
   c.spin_us = spin_us;
+  // The idle handle also keeps the loop turning for outcomes an iteration
+  // left over when it ran out of its budget (a slow, loaded or sanitized
+  // build): with no bound there is none, and it is started only to spin.
+  c.loop_budget_us = 0;  // 0: no bound
   auto made = Engine::create(c);
   EXPECT_TRUE(made.ok()) << made.error().to_string();
   if (!made.ok()) return out;
@@ -88,6 +92,10 @@ struct BehindSlowKernel {
 void make_behind_slow_kernel(unsigned spin_us, BehindSlowKernel& s) {
   Config c = test_config();
   c.spin_us = spin_us;
+  // The idle handle also keeps the loop turning for outcomes an iteration
+  // left over when it ran out of its budget (a slow, loaded or sanitized
+  // build): with no bound there is none, and it is started only to spin.
+  c.loop_budget_us = 0;  // 0: no bound
   auto made = Engine::create(c);
   ASSERT_TRUE(made.ok()) << made.error().to_string();
   s.engine = std::move(made.value());
