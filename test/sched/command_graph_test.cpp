@@ -257,12 +257,17 @@ struct RecordingSink final : FailureSink {
   void on_own_failure(CommandId id, const Error&) override { own.push_back(id); }
 };
 
-// A failure is told as its own once, where it starts; what it fails
-// downstream is failed but not told.
-TEST(CommandGraphFailureOrigin, AFailureIsOwnOnlyWhereItStarts) {
+// A graph that tells a recording sink.
+class CommandGraphFailureOrigin : public ::testing::Test {
+ protected:
   MapNodes nodes;
   RecordingSink sink;
   CommandGraph g{nodes, &sink};
+};
+
+// A failure is told as its own once, where it starts; what it fails
+// downstream is failed but not told.
+TEST_F(CommandGraphFailureOrigin, AFailureIsOwnOnlyWhereItStarts) {
   add_pair(g);
   g.event_done(1, boom());
   g.event_done(2, Error{Status::KernelSync, "the driver failed it for its wait"});
@@ -274,10 +279,7 @@ TEST(CommandGraphFailureOrigin, AFailureIsOwnOnlyWhereItStarts) {
 // The driver fails a command that waited on a failed producer, and its event
 // is read first: its failure is held, and the producer's failure, read
 // after, is the one told; the dependent gets it as its downstream.
-TEST(CommandGraphFailureOrigin, ADependentReadBeforeItsFailedProducerIsDownstream) {
-  MapNodes nodes;
-  RecordingSink sink;
-  CommandGraph g{nodes, &sink};
+TEST_F(CommandGraphFailureOrigin, ADependentReadBeforeItsFailedProducerIsDownstream) {
   add_pair(g);
   g.event_done(2, Error{Status::KernelSync, "the driver failed it for its wait"});
   EXPECT_TRUE(sink.own.empty()) << "told before its producer settled";
@@ -293,10 +295,7 @@ TEST(CommandGraphFailureOrigin, ADependentReadBeforeItsFailedProducerIsDownstrea
 
 // Held, and every producer succeeds: the failure is the command's own,
 // told then, and passed on to its dependents.
-TEST(CommandGraphFailureOrigin, AHeldFailureIsOwnOnceItsProducersSucceed) {
-  MapNodes nodes;
-  RecordingSink sink;
-  CommandGraph g{nodes, &sink};
+TEST_F(CommandGraphFailureOrigin, AHeldFailureIsOwnOnceItsProducersSucceed) {
   add_diamond(g);
   g.event_done(4, boom());
   g.event_done(2, std::nullopt);
@@ -312,10 +311,7 @@ TEST(CommandGraphFailureOrigin, AHeldFailureIsOwnOnceItsProducersSucceed) {
 }
 
 // The fast path (complete) settles a held dependent the same way.
-TEST(CommandGraphFailureOrigin, CompleteSettlesAHeldDependent) {
-  MapNodes nodes;
-  RecordingSink sink;
-  CommandGraph g{nodes, &sink};
+TEST_F(CommandGraphFailureOrigin, CompleteSettlesAHeldDependent) {
   add_pair(g);
   g.event_done(2, boom());
   EXPECT_TRUE(g.complete(nodes.nodes[1]));
@@ -328,10 +324,7 @@ TEST(CommandGraphFailureOrigin, CompleteSettlesAHeldDependent) {
 
 // Report::Never: failed, its dependents too, but never told as own, held or
 // not.
-TEST(CommandGraphFailureOrigin, ReportNeverIsNotTold) {
-  MapNodes nodes;
-  RecordingSink sink;
-  CommandGraph g{nodes, &sink};
+TEST_F(CommandGraphFailureOrigin, ReportNeverIsNotTold) {
   add_pair(g);
   g.event_done(2, boom(), CommandGraph::Report::Never);
   g.event_done(1, boom(), CommandGraph::Report::Never);
@@ -355,10 +348,7 @@ void add_waiter(CommandGraph& g, MapNodes& nodes) {
 
 // The driver fails the waiter for its failed wait, and the waiter's event is
 // read first: the wait's failure is the one told, and the waiter's names it.
-TEST(CommandGraphFailureOrigin, AWaitersFailureIsExplainedByItsFailedWait) {
-  MapNodes nodes;
-  RecordingSink sink;
-  CommandGraph g{nodes, &sink};
+TEST_F(CommandGraphFailureOrigin, AWaitersFailureIsExplainedByItsFailedWait) {
   add_waiter(g, nodes);
   g.event_done(3, Error{Status::KernelSync, "the driver failed it for its wait"});
   g.event_done(2, std::nullopt);
@@ -374,10 +364,7 @@ TEST(CommandGraphFailureOrigin, AWaitersFailureIsExplainedByItsFailedWait) {
 
 // The same, with the wait's failure read first: the waiter's, read after,
 // is not told either.
-TEST(CommandGraphFailureOrigin, AWaitersFailureReadAfterItsFailedWaitIsNotTold) {
-  MapNodes nodes;
-  RecordingSink sink;
-  CommandGraph g{nodes, &sink};
+TEST_F(CommandGraphFailureOrigin, AWaitersFailureReadAfterItsFailedWaitIsNotTold) {
   add_waiter(g, nodes);
   g.event_done(1, boom());
   g.event_done(2, std::nullopt);
@@ -389,37 +376,30 @@ TEST(CommandGraphFailureOrigin, AWaitersFailureReadAfterItsFailedWaitIsNotTold) 
   EXPECT_EQ(g.size(), 0u);
 }
 
-// A wait only orders: the waiter that ran fine after a failed wait
-// succeeds (its data does not come from it), and one that fails after its
-// wait succeeded fails on its own.
-TEST(CommandGraphFailureOrigin, AWaitOnlyOrders) {
-  {
-    MapNodes nodes;
-    RecordingSink sink;
-    CommandGraph g{nodes, &sink};
-    add_waiter(g, nodes);
-    g.event_done(1, boom());
-    g.event_done(2, std::nullopt);
-    g.event_done(3, std::nullopt);
-    auto o = g.take_outcomes();
-    ASSERT_EQ(ids(o), (std::vector<CommandId>{1, 2, 3}));
-    EXPECT_FALSE(o[2].error) << o[2].error->message;
-  }
-  {
-    MapNodes nodes;
-    RecordingSink sink;
-    CommandGraph g{nodes, &sink};
-    add_waiter(g, nodes);
-    g.event_done(3, boom());
-    g.event_done(2, std::nullopt);
-    g.event_done(1, std::nullopt);
-    EXPECT_EQ(sink.own, (std::vector<CommandId>{3}));
-    auto o = g.take_outcomes();
-    ASSERT_EQ(ids(o), (std::vector<CommandId>{2, 1, 3}));
-    ASSERT_TRUE(o[2].error);
-    EXPECT_EQ(o[2].error->message, "boom");
-    EXPECT_EQ(g.size(), 0u);
-  }
+// A wait only orders: the waiter that ran fine after a failed wait succeeds
+// (its data does not come from it)...
+TEST_F(CommandGraphFailureOrigin, AWaiterThatRanAfterAFailedWaitSucceeds) {
+  add_waiter(g, nodes);
+  g.event_done(1, boom());
+  g.event_done(2, std::nullopt);
+  g.event_done(3, std::nullopt);
+  auto o = g.take_outcomes();
+  ASSERT_EQ(ids(o), (std::vector<CommandId>{1, 2, 3}));
+  EXPECT_FALSE(o[2].error) << o[2].error->message;
+}
+
+// ... and one that fails after its wait succeeded fails on its own.
+TEST_F(CommandGraphFailureOrigin, AWaiterThatFailsAfterItsWaitSucceededFailsOnItsOwn) {
+  add_waiter(g, nodes);
+  g.event_done(3, boom());
+  g.event_done(2, std::nullopt);
+  g.event_done(1, std::nullopt);
+  EXPECT_EQ(sink.own, (std::vector<CommandId>{3}));
+  auto o = g.take_outcomes();
+  ASSERT_EQ(ids(o), (std::vector<CommandId>{2, 1, 3}));
+  ASSERT_TRUE(o[2].error);
+  EXPECT_EQ(o[2].error->message, "boom");
+  EXPECT_EQ(g.size(), 0u);
 }
 
 }  // namespace
