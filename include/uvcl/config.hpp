@@ -18,6 +18,7 @@
 //       "spin_us": "auto",                // spin for completions, 0..1000000 us or "auto" (below)
 //       "loop_budget_us": 200,            // engine work per loop iteration, 0..1000000 us (0: no bound)
 //       "read_burst_us": "auto",          // reads this close make a burst, 0..1000000 us or "auto" (below)
+//       "cross_wait_us": 5,               // what the scheduler takes a wait across queues to cost, 0..1000000 us
 //       "cross_copy_chunk_mib": 4,        // a copy between devices moves chunks this large, 1..1024 MiB
 //       "cross_copy_ring": 4,             // and has up to this many of them in flight, 1..64
 //       "command_events": "auto",         // "auto" | "all" | "awaited" (below)
@@ -57,6 +58,7 @@ inline constexpr unsigned kMaxSpinUs = 1000000;
 // awaited command, CPU devices not at all.
 inline constexpr unsigned kAutoSpinUs = 100;
 inline constexpr unsigned kMaxLoopBudgetUs = 1000000;
+inline constexpr unsigned kMaxCrossWaitUs = 1000000;
 inline constexpr unsigned kMaxReadBurstUs = 1000000;
 // Config::read_burst_us "auto": on GPUs and accelerators; none on CPU devices.
 inline constexpr unsigned kAutoReadBurstUs = 10;
@@ -136,6 +138,13 @@ struct Config {
   // a small read; 0 on CPU devices, where the device's threads share the
   // host's cores and a burst's enqueues, all at once, compete with them.
   std::optional<unsigned> read_burst_us;
+  // What the scheduler takes a wait of one queue on another to cost when it
+  // chooses a command's queue: this much later on the device (the hand-over
+  // between queues) and as much again on the host (a marker, a flush, a
+  // wait list). A command moves off the queue it would continue only where
+  // that saves more. Larger keeps chains of short kernels on one queue; 0
+  // spreads work wherever a queue is free first.
+  unsigned cross_wait_us = 5;
   // A copy between two devices is staged through pinned host memory in
   // chunks of this many MiB: each chunk is read from the source, then
   // written to the destination while later chunks are read. At most

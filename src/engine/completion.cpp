@@ -6,6 +6,7 @@
 //   process_...    outcomes from the command graph (failures follow the data)
 //   finalize       once per command, when its outcome is known AND its device
 //                  work has ended: the user's callback runs here
+#include <algorithm>
 #include <iterator>
 
 #include "engine/engine_impl.hpp"
@@ -167,6 +168,8 @@ bool Completion::collect_group(DeviceCtx& d, QueueIndex qi) {
 void Completion::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status) {
   Queue& q = d.queues[qi];
   const CommandId by = q.in_flight[count - 1];
+  if (status == CL_COMPLETE) learn_costs(d, q, count);
+  if (count >= q.in_flight.size() && qi < d.compute_queues()) d.free_ns[qi] = 0;  // idle now
   for (std::size_t i = 0; i < count && !q.in_flight.empty(); ++i) {
     const CommandId id = q.in_flight.front();
     q.in_flight.pop_front();
@@ -178,6 +181,27 @@ void Completion::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t c
     if (i == 0) q.failed_ahead = status < 0 ? id : 0;
     if (status == CL_COMPLETE && final_at_once(id)) continue;
     event_completed(id, status, ahead, by);
+  }
+}
+
+// What the first `count` commands of queue q took, learned by their
+// device's cost table: the time since the queue's last completion (or since
+// it was idle), shared out by what each was estimated to take. Measured by
+// the host when it sees the completion, so a completion seen late reads
+// long; the table's smoothing keeps one late sighting from swinging it.
+void Completion::learn_costs(DeviceCtx& d, Queue& q, std::size_t count) {
+  const std::uint64_t now = uv_hrtime();
+  const std::uint64_t took = now > q.busy_since_ns ? now - q.busy_since_ns : 0;
+  q.busy_since_ns = now;
+  count = std::min(count, q.in_flight.size());
+  std::uint64_t estimated = 0;
+  for (std::size_t i = 0; i < count; ++i) estimated += e.commands.find(q.in_flight[i])->cost_ns;
+  if (estimated == 0) return;
+  for (std::size_t i = 0; i < count; ++i) {
+    const CommandRec& r = *e.commands.find(q.in_flight[i]);
+    if (r.cost_kind == 0) continue;
+    const double share = static_cast<double>(r.cost_ns) / static_cast<double>(estimated);
+    d.costs.learn(r.cost_kind, static_cast<std::uint64_t>(static_cast<double>(took) * share));
   }
 }
 

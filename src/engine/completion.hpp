@@ -57,6 +57,7 @@ struct Completion {
   void event_completed(CommandId id, cl_int status, CommandId failed_ahead = 0, CommandId by = 0,
                        const Error* cause = nullptr, bool cause_reported = false);
   void complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t count, cl_int status);
+  void learn_costs(DeviceCtx& d, Queue& q, std::size_t count);
   // event_completed's common case in one step, for a command that
   // completed without error: one with nothing to do at completion but give
   // back its holds (no callback, gate, timing, trace or transfer rate) is

@@ -99,6 +99,8 @@ Result<void> Engine::Impl::init_devices() {
     const unsigned n = config.queues.value_or(dev.info.type == DeviceType::Cpu ? kAutoCpuQueues : kAutoGpuQueues);
     d->dev.info.queues = n;
     d->load.assign(n, 0);
+    d->free_ns.assign(n, 0);
+    d->cross_wait_ns = std::uint64_t{config.cross_wait_us} * 1000;
     d->queues.resize(n + 2);
     for (unsigned q = 0; q < n + 2; ++q) {
       const cl_command_queue_properties p = q == n || config.profile ? CL_QUEUE_PROFILING_ENABLE : 0;

@@ -15,6 +15,7 @@
 #include "engine/staging.hpp"
 #include "engine/trace.hpp"
 #include "sched/command_graph.hpp"
+#include "sched/cost_table.hpp"
 #include "sched/queue_choice.hpp"
 #include "sched/scratch_list.hpp"
 #include "sched/states.hpp"
@@ -128,6 +129,10 @@ struct CommandRec {
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
   CommandId reports_as = 0;  // Command::reports_as
+  // Its kind in its device's cost table and what the table estimated when
+  // it was placed: the completion learns from how long it took.
+  std::uint64_t cost_kind = 0;
+  std::uint64_t cost_ns = 0;
   FinalHook hook;                           // runs once, when final
   std::unique_ptr<CommandExtras> extras;    // nullptr unless one of them is set
   sched::GraphNode node;                    // its place in the dependency graph
@@ -157,6 +162,10 @@ struct Queue {
   // after them), in order: the one that completes a command is found by a
   // binary search, not a walk over the event-less ones between.
   std::deque<CommandId> evented;
+  // When what it completes next began (its last completion, or the
+  // submission that found it idle): a completed group's time, shared out
+  // over the group's commands, is what the cost table learns.
+  std::uint64_t busy_since_ns = 0;
   std::uint32_t unflushed = 0;      // commands (and fences) enqueued since its last clFlush
   bool needs_fence = false;         // the last command in flight has no event
   std::uint32_t unfenced = 0;       // event-less commands at its back, since its last event
@@ -229,6 +238,9 @@ struct DeviceCompilers final : CompilerProcess::Owner {
 };
 
 struct DeviceCtx {
+  // Before a device has measured anything: what a command is taken to run.
+  static constexpr std::uint64_t kDefaultCostNs = 20000;
+  static constexpr std::size_t kCostKinds = 4096;
   cl::Device dev;
   DeviceCompilers compilers;
   cl_context context = nullptr;
@@ -236,6 +248,11 @@ struct DeviceCtx {
   // timed launches; n + 1: transfer queue for staged cross-device writes.
   std::vector<Queue> queues;
   std::vector<std::uint32_t> load;  // compute queues only
+  // Compute queues only: when each is expected to finish what it holds
+  // (uv_hrtime; 0: idle), as queue_choice.hpp places commands.
+  std::vector<std::uint64_t> free_ns;
+  sched::CostTable costs{kDefaultCostNs, kCostKinds};
+  std::uint64_t cross_wait_ns = 0;  // Config::cross_wait_us
   sched::Window<Command> window;
   sched::DeviceState state = sched::DeviceState::Ready;
   std::uint64_t allocated = 0;

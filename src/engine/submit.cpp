@@ -37,7 +37,7 @@ cl_event Submitter::fence(DeviceCtx& d, QueueIndex q) {
 
 bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
   if (d.event_per_command || c.op == Op::Timed || c.op == Op::CrossWrite || c.held || e.trace != nullptr) return true;
-  return c.wants_callback && !completed_by_next_read(d, c);
+  return c.wants_callback && !completed_by_next_read(c);
 }
 
 // A small read of settled data, followed in the batch by another read of
@@ -45,16 +45,13 @@ bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
 // its own: the later read's completes it on the in-order queue, and the
 // burst's reads are delivered together. Whatever the later read becomes,
 // the queue's next event or the fence at the flush completes this one.
-bool Submitter::completed_by_next_read(const DeviceCtx& d, const Command& c) const {
+bool Submitter::completed_by_next_read(const Command& c) const {
   if (!settled_.placing || c.op != Op::Read || c.into_caller_memory || c.bytes > kSharedReadMaxBytes ||
       settled_.shared + 1 >= kSharedReads)
     return false;
   if (batch_next_ == nullptr || batch_next_ == batch_end_) return false;
   const Command& y = *batch_next_;
-  if (y.op != Op::Read) return false;
-  sched::ScratchList<sched::AccessView, 8> views;
-  for (const Access& a : y.accesses) views.push_back({&a.rec->hazards, a.write});
-  return !sched::continued_queue(views.span(), d.load.size(), e);
+  return y.op == Op::Read && !has_pending_deps(y);
 }
 
 // --- windows ----------------------------------------------------------------
@@ -151,6 +148,7 @@ void Submitter::submit_window(std::uint32_t device, Flush flush) {
     const Command* const outer_next = batch_next_;
     const Command* const outer_end = batch_end_;
     batch_end_ = cmds.data() + cmds.size();
+    now_ns_ = uv_hrtime();
     std::size_t since_free = 0;
     for (Command& c : cmds) {
       batch_next_ = &c + 1;
@@ -263,14 +261,15 @@ void Submitter::fail_unsubmitted(const Command& c, Error err) {
 // schedule). A step that fails the command ends its submission.
 void Submitter::submit_one(DeviceCtx& d, Command& c) {
   if (!admit(d, c)) return;
-  const QueueIndex q = place(d, c);
+  const Placed at = place(d, c);
+  const QueueIndex q = at.queue;
   Waits waits;
   collect_waits(d, c, q, waits);
   std::vector<cl_event> events;
   if (!wait_events(d, c, q, waits, events)) return;
   Enqueued done;
   if (!enqueue_or_fail(d, c, q, events, done)) return;
-  record_submitted(d, c, q, done, waits);
+  record_submitted(d, c, at, done, waits);
   if (c.wants_callback && q != sched::kNoQueue) watch(d, d.queues[q], c);
   show(d, c, q, waits);
   release_pending(e, c, &unused_);
@@ -319,52 +318,92 @@ bool Submitter::admit(const DeviceCtx& d, const Command& c) {
   return true;
 }
 
-QueueIndex Submitter::place(DeviceCtx& d, const Command& c) {
-  settled_.placing = false;
-  if (c.op == Op::Timed) return d.profiling_queue();
-  if (c.op == Op::CrossWrite || c.held) return sched::kNoQueue;  // the engine enqueues it
-  if (c.on_transfer_queue) return d.transfer_queue();
-  sched::ScratchList<sched::AccessView, 8> views;
-  for (const Access& a : c.accesses) views.push_back({&a.rec->hazards, a.write});
-  if (auto q = sched::continued_queue(views.span(), d.load.size(), e)) return *q;
-  if (auto q = consumer_queue(d, c)) return *q;
-  // Reads of settled data submitted together (a burst) share one queue:
-  // spread over the least loaded queues, each queue they touch costs a
-  // flush per window. They have nothing to overlap with on the device but
-  // each other, and a copy engine takes them one after another anyway.
-  if (std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; })) {
-    if (settled_.queue == sched::kNoQueue) settled_.queue = sched::least_loaded(d.load);
-    settled_.placing = true;
-    return settled_.queue;
-  }
-  return sched::least_loaded(d.load);
+std::uint64_t Submitter::cost_kind(const Command& c) {
+  if (c.kernel) return sched::cost_kind(c.kernel, std::uint64_t{c.global[0]} * c.global[1] * c.global[2]);
+  return sched::cost_kind(static_cast<std::uint64_t>(c.op) | (std::uint64_t{1} << 63), c.bytes);
 }
 
-// Fresh work (nothing of its own to continue) goes where its first consumer
-// a few commands later in the batch will go, if that consumer continues a
-// chain: the consumer then waits for nothing across queues (allocate a
-// temporary, produce it, consume it into a long-lived buffer). Otherwise
-// the least loaded queue takes it, and that consumer would wait for it
-// across queues — a marker, a flush and a wait list, which on NVIDIA's
-// driver cost more than the two launches (figure 6). Only a hint: the
-// waits stay what the hazards say.
-std::optional<QueueIndex> Submitter::consumer_queue(const DeviceCtx& d, const Command& c) const {
+void Submitter::views_of(const Command& c, Views& out) {
+  for (const Access& a : c.accesses) out.push_back({&a.rec->hazards, a.write});
+}
+
+bool Submitter::has_pending_deps(const Command& c) const {
+  Views views;
+  views_of(c, views);
+  sched::Deps deps;
+  sched::pending_deps(views.span(), e, deps);
+  return !deps.empty();
+}
+
+Submitter::Placed Submitter::place(DeviceCtx& d, const Command& c) {
+  settled_.placing = false;
+  Placed at;
+  at.kind = cost_kind(c);
+  at.cost_ns = d.costs.estimate(at.kind);
+  const sched::Estimate est{now_ns_, at.cost_ns, d.cross_wait_ns};
+  at.finish_ns = now_ns_ + at.cost_ns;  // on a queue of its own
+  if (c.op == Op::Timed) {
+    at.queue = d.profiling_queue();
+    return at;
+  }
+  if (c.op == Op::CrossWrite || c.held) {
+    at.queue = sched::kNoQueue;  // the engine enqueues it
+    return at;
+  }
+  if (c.on_transfer_queue) {
+    at.queue = d.transfer_queue();
+    return at;
+  }
+  Views views;
+  views_of(c, views);
+  sched::Deps deps;
+  sched::pending_deps(views.span(), e, deps);
+  const bool writes = std::any_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; });
+  if (deps.empty() && !writes) {
+    // Reads of settled data submitted together (a burst) share one queue:
+    // spread over the least loaded queues, each queue they touch costs a
+    // flush per window. They have nothing to overlap with on the device but
+    // each other, and a copy engine takes them one after another anyway.
+    if (settled_.queue == sched::kNoQueue) settled_.queue = sched::least_loaded(d.load);
+    settled_.placing = true;
+    at.queue = settled_.queue;
+    at.finish_ns = std::max(now_ns_, d.free_ns[at.queue]) + at.cost_ns;
+    return at;
+  }
+  const std::optional<sched::Placement> p =
+      deps.empty() ? place_for_consumer(d, c, est) : std::nullopt;
+  const sched::Placement chosen = p ? *p : sched::earliest_finish({d.free_ns, d.load}, deps.span(), est);
+  at.queue = chosen.queue;
+  at.finish_ns = chosen.finish_ns;
+  return at;
+}
+
+// Fresh work (nothing to wait for) whose output a command a few places
+// later in the batch reads goes where that consumer, placed in turn, would
+// end first (sched::earliest_finish_for_consumer): usually the consumer's
+// own chain, so that it waits for nothing across queues (allocate a
+// temporary, produce it, consume it into a long-lived buffer). Placed
+// alone, it would go to the queue idle first, and the consumer would wait
+// for it across queues — a marker, a flush and a wait list, which on
+// NVIDIA's driver cost more than the two launches (figure 6). Only where
+// it goes: the waits stay what the hazards say.
+std::optional<sched::Placement> Submitter::place_for_consumer(const DeviceCtx& d, const Command& c,
+                                                              const sched::Estimate& est) const {
   constexpr std::ptrdiff_t kLookahead = 8;
   const auto writes = [&c](std::uint64_t buffer) {
     return std::any_of(c.accesses.begin(), c.accesses.end(),
                        [&](const Access& a) { return a.write && a.buffer == buffer; });
   };
   if (batch_next_ == nullptr) return std::nullopt;  // not inside a window's submission
-  // Nothing written, no consumer (a read into host memory): a burst of reads
-  // would otherwise look ahead through each other.
-  if (std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; })) return std::nullopt;
   for (const Command* y = batch_next_; y != batch_end_ && y - batch_next_ < kLookahead; ++y) {
     if (std::none_of(y->accesses.begin(), y->accesses.end(), [&](const Access& a) { return a.read && writes(a.buffer); }))
       continue;
-    sched::ScratchList<sched::AccessView, 8> views;
+    Views views;
     for (const Access& a : y->accesses)
       if (!writes(a.buffer)) views.push_back({&a.rec->hazards, a.write});
-    return sched::continued_queue(views.span(), d.load.size(), e);
+    sched::Deps deps;
+    sched::pending_deps(views.span(), e, deps);
+    return sched::earliest_finish_for_consumer({d.free_ns, d.load}, est, deps.span(), d.costs.estimate(cost_kind(*y)));
   }
   return std::nullopt;
 }
@@ -458,9 +497,12 @@ bool Submitter::enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const st
   return false;
 }
 
-void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, const Enqueued& done,
+void Submitter::record_submitted(DeviceCtx& d, const Command& c, const Placed& at, const Enqueued& done,
                                  const Waits& w) {
+  const QueueIndex q = at.queue;
   CommandRec& r = *e.commands.find(c.id);
+  r.cost_kind = at.kind;
+  r.cost_ns = at.cost_ns;
   r.event = done.event;
   r.gate = done.gate;
   r.queue = q;
@@ -472,18 +514,22 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, c
   if (!w.waits.empty()) e.graph.waits_for(c.id, r.node, w.waits.ids());
   for (const Access& a : c.accesses) {
     BufferRec& b = *a.rec;
-    e.hazards.record(b.hazards, a.write, c.id, q);
+    e.hazards.record(b.hazards, a.write, c.id, q, at.finish_ns);
     if (a.write) b.poison.reset();
   }
   if (done.own_event) ++e.counters.events;
   if (q != sched::kNoQueue) {
     Queue& queue = d.queues[q];
+    if (queue.in_flight.empty()) queue.busy_since_ns = now_ns_;
     queue.in_flight.push_back(c.id);
     if (done.event) queue.evented.push_back(c.id);
     ++queue.unflushed;
     queue.needs_fence = !done.own_event;
     queue.unfenced = done.own_event ? 0 : queue.unfenced + 1;
-    if (q < d.compute_queues()) ++d.load[q];
+    if (q < d.compute_queues()) {
+      ++d.load[q];
+      d.free_ns[q] = at.finish_ns;
+    }
   }
   if (c.op == Op::Timed) d.barrier = c.id;
   ++e.counters.submitted;

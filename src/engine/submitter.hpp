@@ -8,6 +8,8 @@
 
 #include "engine/records.hpp"
 #include "sched/hazards.hpp"
+#include "sched/queue_choice.hpp"
+#include "sched/scratch_list.hpp"
 
 namespace uvcl {
 
@@ -91,17 +93,33 @@ struct Submitter {
     bool own_event = false;
   };
   bool admit(const DeviceCtx& d, const Command& c);
-  QueueIndex place(DeviceCtx& d, const Command& c);
-  std::optional<QueueIndex> consumer_queue(const DeviceCtx& d, const Command& c) const;
+  // Where a command goes (sched/queue_choice.hpp), when it is expected to
+  // end there, and its cost-table kind and estimate.
+  struct Placed {
+    QueueIndex queue = 0;
+    std::uint64_t finish_ns = 0;
+    std::uint64_t kind = 0;
+    std::uint64_t cost_ns = 0;
+  };
+  Placed place(DeviceCtx& d, const Command& c);
+  std::optional<sched::Placement> place_for_consumer(const DeviceCtx& d, const Command& c,
+                                                     const sched::Estimate& est) const;
+  using Views = sched::ScratchList<sched::AccessView, 8>;
+  static void views_of(const Command& c, Views& out);
+  bool has_pending_deps(const Command& c) const;  // anything unfinished to wait for, on any queue
+  static std::uint64_t cost_kind(const Command& c);
   void collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q, Waits& w);
   bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, std::vector<cl_event>& events);
   bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events, Enqueued& done);
-  void record_submitted(DeviceCtx& d, const Command& c, QueueIndex q, const Enqueued& done, const Waits& w);
+  void record_submitted(DeviceCtx& d, const Command& c, const Placed& at, const Enqueued& done, const Waits& w);
   // Someone awaits it: spin for it, or have the driver's callback asked for
   // before the loop next sleeps (ask_callbacks).
   void watch(const DeviceCtx& d, Queue& queue, const Command& c);
   void show(const DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w);  // trace, schedule record
 
+  // The engine's clock when the batch being submitted was taken: one read
+  // per batch, not one per command.
+  std::uint64_t now_ns_ = 0;
   // The commands after the one being submitted in the batch being
   // submitted (place() looks ahead for a fresh command's consumer).
   const Command* batch_next_ = nullptr;
@@ -119,7 +137,7 @@ struct Submitter {
     unsigned shared = 0;                 // reads in a row there without an event of their own
   };
   SettledReads settled_;
-  bool completed_by_next_read(const DeviceCtx& d, const Command& c) const;
+  bool completed_by_next_read(const Command& c) const;
 };
 
 }  // namespace uvcl

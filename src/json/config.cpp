@@ -57,6 +57,7 @@ constexpr UnsignedKey kUnsignedKeys[] = {
     {"window", &Config::window, 1, kMaxWindow},
     {"program_memo", &Config::program_memo, 0, kMaxProgramMemo},
     {"loop_budget_us", &Config::loop_budget_us, 0, kMaxLoopBudgetUs},
+    {"cross_wait_us", &Config::cross_wait_us, 0, kMaxCrossWaitUs},
     {"cross_copy_chunk_mib", &Config::cross_copy_chunk_mib, 1, kMaxCrossCopyChunkMib},
     {"cross_copy_ring", &Config::cross_copy_ring, 1, kMaxCrossCopyRing},
     {"compilers", &Config::compilers, 1, kMaxCompilers},
@@ -153,7 +154,7 @@ Result<void> parse_opencl(Reader& r, od::value& v, const Path& at, Config& cfg) 
     return {};
   };
   return r.fields(obj, at, {"platform_ids", "queues", "window", "library", "absorb_sigabrt", "cache_dir", "profile",
-                                "program_memo", "spin_us", "loop_budget_us", "read_burst_us", "cross_copy_chunk_mib", "cross_copy_ring",
+                                "program_memo", "spin_us", "loop_budget_us", "read_burst_us", "cross_wait_us", "cross_copy_chunk_mib", "cross_copy_ring",
                                 "command_events", "completion", "compile", "compiler", "compilers", "compile_timeout_ms", "compiler_idle_ms", "build_options"},
                   field);
 }

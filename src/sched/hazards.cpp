@@ -16,21 +16,21 @@ void Hazards::collect_waits(const BufferHazards& b, bool write, QueueIndex queue
   for (const Slot& r : b.readers) wait_for(r, queue, out, done);
 }
 
-void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queue) {
+void Hazards::record(BufferHazards& b, bool write, CommandId id, QueueIndex queue, std::uint64_t finish_ns) {
   if (write) {
     clear(b);
-    b.writer = Slot{id, queue};
+    b.writer = Slot{id, queue, finish_ns};
     return;
   }
   if (queue != kNoQueue) {  // nothing orders commands on no queue: each keeps its slot
     for (Slot& r : b.readers) {
       if (r.queue == queue) {
-        r.id = id;
+        r = Slot{id, queue, finish_ns};
         return;
       }
     }
   }
-  b.readers.push_back(Slot{id, queue});
+  b.readers.push_back(Slot{id, queue, finish_ns});
 }
 
 bool Hazards::uses_complete(const BufferHazards& b) const {

@@ -8,6 +8,7 @@
 // one — are dropped. Tracking persists across windows.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
@@ -24,6 +25,7 @@ inline constexpr QueueIndex kNoQueue = 0xffffffffu;
 struct Slot {
   CommandId id = 0;
   QueueIndex queue = 0;
+  std::uint64_t finish_ns = 0;  // when the command is expected to end (queue_choice.hpp)
 };
 
 // Lives inside the engine's buffer record: no second lookup per access.
@@ -58,8 +60,9 @@ class Hazards {
   // other queues whose wait is dropped because they have completed.
   void collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out,
                      WaitList* done = nullptr) const;
-  // Records that submitted command `id` on `queue` read/wrote the buffer.
-  void record(BufferHazards& b, bool write, CommandId id, QueueIndex queue);
+  // Records that submitted command `id` on `queue`, expected to end at
+  // `finish_ns`, read/wrote the buffer.
+  void record(BufferHazards& b, bool write, CommandId id, QueueIndex queue, std::uint64_t finish_ns = 0);
   // True when every tracked use of the buffer has completed.
   bool uses_complete(const BufferHazards& b) const;
   // Drops every slot (the buffer is freed or wholly rewritten).

@@ -1,59 +1,102 @@
 #include "sched/queue_choice.hpp"
 
 #include <algorithm>
-#include <optional>
+#include <cassert>
 
 namespace uvcl::sched {
 namespace {
 
-bool has_reader_on(const BufferHazards& b, QueueIndex q) {
-  return std::any_of(b.readers.begin(), b.readers.end(), [&](const Slot& r) { return r.queue == q; });
-}
+struct Candidate {
+  std::uint64_t finish_ns = 0;
+  std::uint64_t score_ns = 0;  // finish, plus what its waits cost the host
+  std::size_t cross_waits = 0;
+};
 
-bool readers_pending_elsewhere(const BufferHazards& b, QueueIndex q, const EventRefs& refs) {
-  return std::any_of(b.readers.begin(), b.readers.end(),
-                     [&](const Slot& r) { return r.queue != q && !refs.is_complete(r.id); });
-}
-
-// The one compute queue every still-running reader of `b` is on, if there is
-// one: a writer placed there waits for none of them.
-std::optional<QueueIndex> pending_readers_queue(const BufferHazards& b, std::size_t queues, const EventRefs& refs) {
-  std::optional<QueueIndex> q;
-  for (const Slot& r : b.readers) {
-    if (refs.is_complete(r.id)) continue;
-    if (r.queue >= queues || (q && *q != r.queue)) return std::nullopt;
-    q = r.queue;
+Candidate on_queue(std::uint64_t free_ns, QueueIndex q, std::span<const Dep> deps, const Estimate& est) {
+  Candidate c;
+  std::uint64_t start = std::max(est.now_ns, free_ns);
+  for (const Dep& d : deps) {
+    const bool cross = d.queue != q || d.queue == kNoQueue;
+    c.cross_waits += cross ? 1 : 0;
+    start = std::max(start, d.finish_ns + (cross ? est.wait_ns : 0));
   }
-  return q;
+  c.finish_ns = start + est.cost_ns;
+  c.score_ns = c.finish_ns + c.cross_waits * est.wait_ns;
+  return c;
+}
+
+// Ties: fewer waits, then fewer commands in flight (an estimate may have
+// passed while its queue still runs), then the lower index (the caller's
+// order).
+bool better(const Candidate& a, std::uint32_t a_load, const Candidate& b, std::uint32_t b_load) {
+  if (a.score_ns != b.score_ns) return a.score_ns < b.score_ns;
+  if (a.cross_waits != b.cross_waits) return a.cross_waits < b.cross_waits;
+  return a_load < b_load;
+}
+
+Candidate best_on(const Timelines& t, std::span<const Dep> deps, const Estimate& est, QueueIndex& queue) {
+  assert(!t.free_ns.empty() && t.free_ns.size() == t.load.size());
+  Candidate best;
+  for (QueueIndex q = 0; q < t.free_ns.size(); ++q) {
+    const Candidate c = on_queue(t.free_ns[q], q, deps, est);
+    if (q == 0 || better(c, t.load[q], best, t.load[queue])) {
+      best = c;
+      queue = q;
+    }
+  }
+  return best;
 }
 
 }  // namespace
 
-QueueIndex choose_queue(std::span<const AccessView> accesses, std::span<const std::uint32_t> load,
-                        const EventRefs& refs) {
-  return continued_queue(accesses, load.size(), refs).value_or(least_loaded(load));
+void pending_deps(std::span<const AccessView> accesses, const EventRefs& refs, Deps& out) {
+  const auto add = [&](const Slot& s) {
+    if (!refs.is_complete(s.id)) out.push_back(Dep{s.queue, s.finish_ns});
+  };
+  for (const AccessView& a : accesses) {
+    if (a.hazards->writer) add(*a.hazards->writer);
+    if (a.write)
+      for (const Slot& r : a.hazards->readers) add(r);
+  }
 }
 
-std::optional<QueueIndex> continued_queue(std::span<const AccessView> accesses, std::size_t queues,
-                                          const EventRefs& refs) {
-  for (const AccessView& a : accesses) {
-    const BufferHazards& b = *a.hazards;
-    if (!b.writer || refs.is_complete(b.writer->id)) {
-      // Overwriting what one queue still reads (a buffer reused each pass
-      // of a model): follow the readers rather than wait for them.
-      if (a.write)
-        if (auto q = pending_readers_queue(b, queues, refs)) return *q;
-      continue;
+Placement earliest_finish(const Timelines& t, std::span<const Dep> deps, const Estimate& est) {
+  QueueIndex q = 0;
+  const Candidate c = best_on(t, deps, est, q);
+  return Placement{q, c.finish_ns};
+}
+
+Placement earliest_finish_for_consumer(const Timelines& t, const Estimate& est, std::span<const Dep> consumer_deps,
+                                       std::uint64_t consumer_cost_ns) {
+  assert(!t.free_ns.empty() && t.free_ns.size() == t.load.size());
+  ScratchList<std::uint64_t, 16> after;
+  after.assign(t.free_ns.begin(), t.free_ns.end());
+  ScratchList<std::uint32_t, 16> load;
+  load.assign(t.load.begin(), t.load.end());
+  const Timelines then{after.span(), load.span()};
+  Deps deps;
+  for (const Dep& d : consumer_deps) deps.push_back(d);
+  deps.push_back(Dep{});  // this command, wherever it goes
+  const Estimate consumer{est.now_ns, consumer_cost_ns, est.wait_ns};
+  Placement best;
+  Candidate best_self, best_consumer;
+  for (QueueIndex q = 0; q < t.free_ns.size(); ++q) {
+    const Candidate self = on_queue(t.free_ns[q], q, {}, est);
+    after[q] = self.finish_ns;
+    ++load[q];
+    deps[deps.size() - 1] = Dep{q, self.finish_ns};
+    QueueIndex unused = 0;
+    const Candidate next = best_on(then, deps.span(), consumer, unused);
+    after[q] = t.free_ns[q];
+    --load[q];
+    if (q == 0 || next.score_ns < best_consumer.score_ns ||
+        (next.score_ns == best_consumer.score_ns && better(self, t.load[q], best_self, t.load[best.queue]))) {
+      best = Placement{q, self.finish_ns};
+      best_self = self;
+      best_consumer = next;
     }
-    const QueueIndex q = b.writer->queue;
-    if (q >= queues) continue;  // not a compute queue: nothing to continue
-    // First consumer on the producer's queue: continue the chain there. An
-    // in-place update (write) continues it too unless readers elsewhere are
-    // still running, which it would wait for anyway.
-    if (!a.write && !has_reader_on(b, q)) return q;
-    if (a.write && !readers_pending_elsewhere(b, q, refs)) return q;
   }
-  return std::nullopt;
+  return best;
 }
 
 QueueIndex least_loaded(std::span<const std::uint32_t> load) {
