@@ -3,7 +3,9 @@
 # tests or lint), builds the library and the uvcl program in build-example/,
 # and runs examples/showcase/fanout.json on the default device (PoCL, the CPU
 # OpenCL): three rounds of four independent kernels fanned out over the
-# device's queues, each round joined by one kernel. Then a summary: the
+# device's queues, each round joined by one kernel, then a checksum of the
+# last round (63107.2 when every launch ran after its producers; the test
+# `showcase` computes it). Then a summary: the
 # device, the statistics, the schedule (commands per queue, cross-queue
 # waits), every output (size, range, first values) and where the trace and
 # the .npy outputs went. Extra arguments go to `uvcl run` (e.g. --device 1).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Makes docs/img/trace.png: runs a real job (docs/img/trace-job.json: a fan-out
-# from one buffer to four kernels and a kernel reading all four, three times)
+# Makes docs/img/trace.png: runs the showcase job (examples/showcase/fanout.json:
+# three rounds of a fan-out to four kernels joined by one, then a checksum)
 # with `uvcl run --trace`, then renders the Chrome trace JSON with
 # scripts/trace_picture.py (matplotlib: installs python3-matplotlib with
 # apt-get if no python3 here can import it).
@@ -30,8 +30,8 @@ trap 'rm -rf "$tmp"' EXIT
 # ms, docs/architecture.md); a first run fills PoCL's kernel cache so that the
 # traced run shows the commands, not the compiler.
 export POCL_CACHE_DIR="$tmp/pocl-cache"
-"$build/tools/uvcl" run docs/img/trace-job.json >/dev/null
-"$build/tools/uvcl" run docs/img/trace-job.json --trace "$tmp/trace.json" >/dev/null
+"$build/tools/uvcl" run examples/showcase/fanout.json >/dev/null
+"$build/tools/uvcl" run examples/showcase/fanout.json --trace "$tmp/trace.json" >/dev/null
 cp "$tmp/trace.json" docs/img/trace.json
 "$py" scripts/trace_picture.py "$tmp/trace.json" docs/img/trace.png \
-  --title "uvcl run --trace docs/img/trace-job.json (PoCL)"
+  --title "uvcl run --trace examples/showcase/fanout.json (PoCL)"

@@ -51,7 +51,8 @@ Candidate best_on(const Timelines& t, std::span<const Dep> deps, const Estimate&
 
 void pending_deps(std::span<const AccessView> accesses, const EventRefs& refs, Deps& out) {
   const auto add = [&](const Slot& s) {
-    if (!refs.is_complete(s.id)) out.push_back(Dep{s.queue, s.finish_ns});
+    if (std::any_of(out.begin(), out.end(), [&](const Dep& d) { return d.id == s.id; })) return;
+    if (!refs.is_complete(s.id)) out.push_back(Dep{s.id, s.queue, s.finish_ns});
   };
   for (const AccessView& a : accesses) {
     if (a.hazards->writer) add(*a.hazards->writer);
@@ -76,7 +77,7 @@ Placement earliest_finish_for_consumer(const Timelines& t, const Estimate& est, 
   const Timelines then{after.span(), load.span()};
   Deps deps;
   for (const Dep& d : consumer_deps) deps.push_back(d);
-  deps.push_back(Dep{});  // this command, wherever it goes
+  deps.push_back(Dep{});  // this command, wherever it goes (not yet an id)
   const Estimate consumer{est.now_ns, consumer_cost_ns, est.wait_ns};
   Placement best;
   Candidate best_self, best_consumer;
@@ -84,7 +85,7 @@ Placement earliest_finish_for_consumer(const Timelines& t, const Estimate& est, 
     const Candidate self = on_queue(t.free_ns[q], q, {}, est);
     after[q] = self.finish_ns;
     ++load[q];
-    deps[deps.size() - 1] = Dep{q, self.finish_ns};
+    deps[deps.size() - 1] = Dep{0, q, self.finish_ns};
     QueueIndex unused = 0;
     const Candidate next = best_on(then, deps.span(), consumer, unused);
     after[q] = t.free_ns[q];

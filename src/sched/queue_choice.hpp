@@ -35,6 +35,7 @@ struct AccessView {
 
 // An unfinished command another one must wait for, wherever it goes.
 struct Dep {
+  CommandId id = 0;
   QueueIndex queue = 0;
   std::uint64_t finish_ns = 0;  // estimated
 };
@@ -51,9 +52,10 @@ struct Placement {
   std::uint64_t finish_ns = 0;
 };
 
-// Adds to `out` what a command with `accesses` must wait for on any queue:
-// the unfinished writer of each buffer, and for a write each unfinished
-// reader since. (Hazards::collect_waits then drops those of its own queue.)
+// Adds to `out` what a command with `accesses` must wait for on any queue,
+// each command once: the unfinished writer of each buffer, and for a write
+// each unfinished reader since. (Hazards::collect_waits then drops those of
+// its own queue.)
 void pending_deps(std::span<const AccessView> accesses, const EventRefs& refs, Deps& out);
 
 // Per compute queue: when it is expected to have finished what it holds (0

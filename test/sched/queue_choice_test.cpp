@@ -75,6 +75,20 @@ TEST_F(QueueChoiceTest, AWaitMustSaveMoreThanItCosts) {
   EXPECT_EQ(where({{&in, false}, {&out, true}}).queue, 1u);
 }
 
+TEST_F(QueueChoiceTest, ACommandWaitedForTwiceCountsAsOneWait) {
+  // It wrote both inputs: one wait elsewhere, not two.
+  BufferHazards a, b, out;
+  hz.record(a, true, 1, 0, est.now_ns + 40 * kUs);
+  hz.record(b, true, 1, 0, est.now_ns + 40 * kUs);
+  Deps deps;
+  pending_deps(std::vector<AccessView>{{&a, false}, {&b, false}, {&out, true}}, refs, deps);
+  EXPECT_EQ(deps.size(), 1u);
+  // Queue 0 holds 16 us more after it: moving saves more than one wait costs.
+  free_ns = {est.now_ns + 56 * kUs, 0, 0, 0};
+  load = {2, 0, 0, 0};
+  EXPECT_EQ(where({{&a, false}, {&b, false}, {&out, true}}).queue, 1u);
+}
+
 TEST_F(QueueChoiceTest, AChainStaysOnItsQueue) {
   BufferHazards x, y, z;
   const Placement first = submit({{&x, false}, {&y, true}});
@@ -165,7 +179,7 @@ TEST_F(QueueChoiceTest, FreshWorkGoesOnItsConsumersChain) {
   // consumer a wait across queues.
   const Deps consumer_deps = [&] {
     Deps d;
-    d.push_back(Dep{2, est.now_ns + 1 * kUs});
+    d.push_back(Dep{9, 2, est.now_ns + 1 * kUs});
     return d;
   }();
   free_ns = {0, 0, est.now_ns + 1 * kUs, 0};
@@ -177,13 +191,14 @@ TEST_F(QueueChoiceTest, FreshWorkGoesOnItsConsumersChain) {
 }
 
 TEST_F(QueueChoiceTest, ALongProducerRunsBesideItsConsumersChain) {
-  // Long enough that running it beside the chain saves more than the wait.
+  // The chain's queue is busy for 100 us: the producer, run beside it
+  // meanwhile, saves the consumer more than the wait costs.
   const Deps consumer_deps = [&] {
     Deps d;
-    d.push_back(Dep{2, est.now_ns + 1 * kUs});
+    d.push_back(Dep{9, 2, est.now_ns + 100 * kUs});
     return d;
   }();
-  free_ns = {0, 0, est.now_ns + 1 * kUs, 0};
+  free_ns = {0, 0, est.now_ns + 100 * kUs, 0};
   est.cost_ns = 200 * kUs;
   EXPECT_EQ(earliest_finish_for_consumer(timelines(), est, consumer_deps.span(), 20 * kUs).queue, 0u);
 }
