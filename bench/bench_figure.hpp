@@ -150,5 +150,7 @@ inline void column(Json& fig, const std::string& key, const std::string& label) 
 
 // Figure 11: real workloads (fig_job.cpp), one job file per --job.
 Json fig11(Ctx& c);
+// Figure 12: DAG makespan against one queue, a hand schedule and the lower bound (fig_dag.cpp).
+Json fig12(Ctx& c);
 
 }  // namespace bench

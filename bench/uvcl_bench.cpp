@@ -19,6 +19,8 @@
 //   5x cross-device copy (needs two devices; part of the default set only
 //      when the machine has a second device)
 //   11 real workloads: each --job's launches replayed (fig_job.cpp)
+//   12 DAG makespan: task graphs against one queue, a hand schedule and the
+//      lower bound (fig_dag.cpp)
 //
 // The bare side opens the same OpenCL library through uvcl's dispatch table
 // (cl::Library) and enumerates devices the same way, so --device N names the
@@ -2850,7 +2852,7 @@ void usage() {
                "                  [--engine-completion auto|callback|poll] [--engine-cross-copy-chunk-mib N]\n"
                "                  [--engine-cross-copy-ring N] [--job JOB.json]... [--job-passes N]\n"
                "                  [--cl-library PATH]\n"
-               "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 (default: all; 5x only with a second device,\n"
+               "figures: 1 2 3 4 5 5x 6 7 8 9 10 11 12 (default: all; 5x only with a second device,\n"
                "         11 only with --job)\n";
 }
 
@@ -2965,7 +2967,7 @@ int run(int argc, char** argv) {
     Json (*fn)(Ctx&);
   };
   const Fig all[] = {{"1", fig1}, {"2", fig2}, {"3", fig3}, {"4", fig4}, {"5", fig5}, {"5x", fig5x},
-                     {"6", fig6}, {"7", fig7}, {"8", fig8}, {"9", fig9}, {"10", fig10}, {"11", fig11}};
+                     {"6", fig6}, {"7", fig7}, {"8", fig8}, {"9", fig9}, {"10", fig10}, {"11", fig11}, {"12", fig12}};
   std::vector<std::string> wanted = c.opt.figures;
   if (wanted.empty())
     for (const Fig& f : all)
