@@ -182,6 +182,26 @@ HandPlan hand_plan(const Graph& g, std::size_t queues) {
   return h;
 }
 
+// One pass of a way: wall time, the time of the submitting calls, and the
+// calling thread's CPU time (submission, waits and, for uvcl, its loop).
+struct Pass {
+  double ms = 0, submit_ms = 0, cpu_ms = 0;
+};
+
+// Times `submit`, then `wait`.
+template <class Submit, class Wait>
+Pass timed(Submit&& submit, Wait&& wait) {
+  Pass p;
+  const double cpu0 = cpu_seconds(RUSAGE_THREAD);
+  const std::uint64_t t0 = now_ns();
+  submit();
+  p.submit_ms = us_since(t0) / 1e3;
+  wait();
+  p.ms = us_since(t0) / 1e3;
+  p.cpu_ms = (cpu_seconds(RUSAGE_THREAD) - cpu0) * 1e3;
+  return p;
+}
+
 std::vector<float> initial_values(std::size_t buffer, std::size_t items) {
   std::vector<float> v(items);
   for (std::size_t i = 0; i < items; ++i) v[i] = 0.01f * static_cast<float>(buffer) + 0.001f * static_cast<float>(i);
@@ -226,19 +246,26 @@ class DagBare {
   }
 
   // (a): every node on queue 0 in program order.
-  double run_one_queue(const Graph& g, const std::vector<cl_mem>& mems, std::uint32_t iters) {
-    const std::uint64_t t0 = now_ns();
-    for (const Node& nd : g.nodes) enqueue(nd, mems, iters, 0, {}, nullptr);
-    ck(b_.api.clFinish(b_.q(0)), "clFinish");
-    return us_since(t0) / 1e3;
+  Pass run_one_queue(const Graph& g, const std::vector<cl_mem>& mems, std::uint32_t iters) {
+    return timed(
+        [&] {
+          for (const Node& nd : g.nodes) enqueue(nd, mems, iters, 0, {}, nullptr);
+        },
+        [&] { ck(b_.api.clFinish(b_.q(0)), "clFinish"); });
   }
 
   // (b): the hand schedule.
-  double run_hand(const Graph& g, const HandPlan& h, const std::vector<cl_mem>& mems, std::uint32_t iters) {
+  Pass run_hand(const Graph& g, const HandPlan& h, const std::vector<cl_mem>& mems, std::uint32_t iters) {
     std::vector<cl_event> ev(g.nodes.size(), nullptr);
     std::vector<bool> dirty(b_.queue.size(), false);
     std::vector<cl_event> waits;
-    const std::uint64_t t0 = now_ns();
+    const Pass p = timed([&] { submit_hand(g, h, mems, iters, ev, dirty, waits); }, [&] { b_.finish(); });
+    for (cl_event e : ev)
+      if (e) b_.api.clReleaseEvent(e);
+    return p;
+  }
+  void submit_hand(const Graph& g, const HandPlan& h, const std::vector<cl_mem>& mems, std::uint32_t iters,
+                   std::vector<cl_event>& ev, std::vector<bool>& dirty, std::vector<cl_event>& waits) {
     for (std::size_t n = 0; n < g.nodes.size(); ++n) {
       waits.clear();
       for (std::size_t p : h.waits[n]) {
@@ -253,11 +280,6 @@ class DagBare {
     }
     for (std::size_t q = 0; q < b_.queue.size(); ++q)
       if (dirty[q]) ck(b_.api.clFlush(b_.q(q)), "clFlush");
-    b_.finish();
-    const double ms = us_since(t0) / 1e3;
-    for (cl_event e : ev)
-      if (e) b_.api.clReleaseEvent(e);
-    return ms;
   }
 
   // Wall time per launch of `count` launches back to back on queue 0.
@@ -288,11 +310,15 @@ class DagBare {
 // The uvcl side: one engine with the default queues.
 class DagUvcl {
  public:
-  DagUvcl(const Ctx& c, std::size_t wg) : e_(make_engine(c)), dev_(c.local), wg_(wg) {
-    uvcl::Program p = must(e_->compile_sync(dev_, kDagKernel), "compile");
+  DagUvcl(const Ctx& c, std::size_t wg) : e_(make_engine(c)), dev_(c.local), wg_(wg) {}
+  Engine& engine() { return *e_; }
+  // A kernel of its own per size, as an application's kernels of different
+  // lengths would be: the engine learns costs per kernel and range.
+  void use_size(double target_us) {
+    const std::string src = "// ~" + std::to_string(static_cast<int>(target_us)) + " us\n" + kDagKernel;
+    uvcl::Program p = must(e_->compile_sync(dev_, src), "compile");
     k_ = must(e_->kernel(p, "node"), "kernel node");
   }
-  Engine& engine() { return *e_; }
 
   std::vector<Buffer> buffers(std::size_t n) {
     std::vector<Buffer> out;
@@ -310,23 +336,24 @@ class DagUvcl {
     std::memcpy(v.data(), bytes.data(), v.size() * sizeof(float));
     return v;
   }
-  double run(const Graph& g, const std::vector<Buffer>& bufs, std::uint32_t iters) {
+  Pass run(const Graph& g, const std::vector<Buffer>& bufs, std::uint32_t iters) {
     Launch l;
     l.kernel = k_;
     l.args.resize(kInputs + 2);
     l.args[kInputs + 1] = KernelArg::value(static_cast<std::uint32_t>(iters));
     l.global = {wg_};
     l.local = {wg_};
-    const std::uint64_t t0 = now_ns();
-    for (std::size_t n = 0; n < g.nodes.size(); ++n) {
-      const Node& nd = g.nodes[n];
-      for (std::size_t a = 0; a < kInputs; ++a) l.args[a] = KernelArg::of(bufs[nd.in[a % nd.in.size()]]);
-      l.args[kInputs] = KernelArg::of(bufs[nd.out]);
-      l.tag = n;
-      must(e_->launch(l), "launch");
-    }
-    must(e_->finish(), "finish");
-    return us_since(t0) / 1e3;
+    return timed(
+        [&] {
+          for (std::size_t n = 0; n < g.nodes.size(); ++n) {
+            const Node& nd = g.nodes[n];
+            for (std::size_t a = 0; a < kInputs; ++a) l.args[a] = KernelArg::of(bufs[nd.in[a % nd.in.size()]]);
+            l.args[kInputs] = KernelArg::of(bufs[nd.out]);
+            l.tag = n;
+            must(e_->launch(l), "launch");
+          }
+        },
+        [&] { must(e_->finish(), "finish"); });
   }
 
  private:
@@ -336,7 +363,7 @@ class DagUvcl {
 };
 
 // Iterations for a launch of about `target_us` on one queue, and the
-// duration measured (wall time per launch, back to back).
+// duration measured (wall time per launch, back to back on one queue).
 std::pair<std::uint32_t, double> calibrate(DagBare& b, const std::vector<cl_mem>& mems, double target_us,
                                            std::uint32_t start) {
   std::uint32_t iters = start;
@@ -351,11 +378,12 @@ std::pair<std::uint32_t, double> calibrate(DagBare& b, const std::vector<cl_mem>
     if (next == iters) break;  // at the clamp: a launch costs more than the target with no work
     iters = next;
   }
-  // The duration used for the bound: the median of three more measurements.
+  // The duration used for the bound: the best of five more measurements
+  // (the smaller, the lower the bound).
   std::vector<double> t;
-  t.reserve(3);
-  for (int i = 0; i < 3; ++i) t.push_back(b.per_launch_us(mems, iters, count));
-  return {iters, median(t)};
+  t.reserve(5);
+  for (int i = 0; i < 5; ++i) t.push_back(b.per_launch_us(mems, iters, count));
+  return {iters, min_of(t)};
 }
 
 bool agree(const std::vector<float>& x, const std::vector<float>& y) {
@@ -383,7 +411,7 @@ Json fig12(Ctx& c) {
   column(fig, "uvcl_over_bare1", "uvcl/(a)");
   column(fig, "uvcl_over_hand", "uvcl/(b)");
   column(fig, "uvcl_over_bound", "uvcl/(c)");
-  column(fig, "queues_used", "queues used by uvcl");
+  column(fig, "queues_used", "queues used by uvcl (median pass)");
   column(fig, "cross_queue_waits", "uvcl cross-queue waits per pass");
 
   std::vector<Graph> graphs = {fan_out(2, 4), fan_out(4, 4), fan_out(8, 4), diamonds(8), layered(6, 6, 12)};
@@ -400,7 +428,7 @@ Json fig12(Ctx& c) {
     const auto [iters, d] = calibrate(bare, cal, target, std::max<std::uint32_t>(start, 1));
     start = iters;
     // The device's concurrency over all queues, best of three.
-    const int rounds = target >= 1000 ? 2 : 4;
+    const int rounds = target >= 1000 ? 2 : 6;
     (void)bare.spread_ms(cal, iters, 1);
     std::vector<double> spread;
     spread.reserve(3);
@@ -415,47 +443,68 @@ Json fig12(Ctx& c) {
     k["usable_concurrency"] = usable;
     k["spread_ms"] = Json::array_of(spread);
     kernels.push(std::move(k));
+    u.use_size(target);
     std::cout << "  [12] kernel ~" << target << " us: " << iters << " iterations, " << d << " us alone, concurrency "
               << concurrency << " over " << queues << " queues" << std::endl;
 
     for (const Graph& g : graphs) {
       const HandPlan h = hand_plan(g, queues);
+      HandPlan he = h;  // the same schedule with an event per launch, as uvcl has on PoCL
+      he.needs_event.assign(g.nodes.size(), true);
       const std::vector<Buffer> ub = u.buffers(g.buffers);
-      const std::vector<cl_mem> ab = bare.buffers(g.buffers), hb = bare.buffers(g.buffers);
+      const std::vector<cl_mem> ab = bare.buffers(g.buffers), hb = bare.buffers(g.buffers),
+                                heb = bare.buffers(g.buffers);
       Engine& e = u.engine();
       // Warm-up pass (every way), then the timed passes, taking turns.
       (void)u.run(g, ub, iters);
       (void)bare.run_one_queue(g, ab, iters);
       (void)bare.run_hand(g, h, hb, iters);
-      std::vector<double> ut, at, ht;
-      std::vector<std::uint32_t> node_queue(g.nodes.size(), 0);
-      std::uint64_t entry_waits = 0;
-      const std::uint64_t waits0 = e.stats().cross_queue_waits;
+      (void)bare.run_hand(g, he, heb, iters);
+      std::vector<Pass> up, ap, hp, hep;
+      std::vector<std::uint32_t> node_queue(g.nodes.size(), 0);  // the last pass's
+      std::vector<double> queues_per_pass;
+      std::vector<double> submitted_at(g.nodes.size(), 0);  // ms into the last pass its enqueue was decided
+      std::uint64_t pass_t0 = 0;
+      std::uint64_t entry_waits = 0;  // over all timed passes
+      const uvcl::EngineStats s0 = e.stats();
+      e.set_schedule_recorder([&](const uvcl::ScheduleEntry& s) {
+        if (std::string(s.op) == "launch" && s.tag < node_queue.size()) {
+          node_queue[s.tag] = s.queue;
+          submitted_at[s.tag] = static_cast<double>(now_ns() - pass_t0) / 1e6;
+          entry_waits += s.waits.size();
+        }
+      });
       for (int r = 0; r < reps; ++r) {
-        if (r == 0)
-          e.set_schedule_recorder([&](const uvcl::ScheduleEntry& s) {
-            if (std::string(s.op) == "launch" && s.tag < node_queue.size()) {
-              node_queue[s.tag] = s.queue;
-              entry_waits += s.waits.size();
-            }
-          });
-        ut.push_back(u.run(g, ub, iters));
-        e.set_schedule_recorder({});
-        at.push_back(bare.run_one_queue(g, ab, iters));
-        ht.push_back(bare.run_hand(g, h, hb, iters));
+        pass_t0 = now_ns();
+        up.push_back(u.run(g, ub, iters));
+        queues_per_pass.push_back(
+            static_cast<double>(std::set<std::uint32_t>(node_queue.begin(), node_queue.end()).size()));
+        ap.push_back(bare.run_one_queue(g, ab, iters));
+        hp.push_back(bare.run_hand(g, h, hb, iters));
+        hep.push_back(bare.run_hand(g, he, heb, iters));
       }
-      const double cross = static_cast<double>(e.stats().cross_queue_waits - waits0) / reps;
+      e.set_schedule_recorder({});
+      const uvcl::EngineStats s1 = e.stats();
+      auto per_pass = [&](std::uint64_t a, std::uint64_t b) { return static_cast<double>(b - a) / reps; };
+      const double cross = per_pass(s0.cross_queue_waits, s1.cross_queue_waits);
+      auto field = [](const std::vector<Pass>& v, double Pass::*f) {
+        std::vector<double> out;
+        out.reserve(v.size());
+        for (const Pass& p : v) out.push_back(p.*f);
+        return out;
+      };
+      const std::vector<double> ut = field(up, &Pass::ms), at = field(ap, &Pass::ms), ht = field(hp, &Pass::ms);
       for (std::size_t b = 0; b < g.buffers; ++b) {
-        const std::vector<float> ua = u.read(ub[b]), aa = bare.read(ab[b]), ha = bare.read(hb[b]);
+        const std::vector<float> ua = u.read(ub[b]), aa = bare.read(ab[b]), ha = bare.read(hb[b]),
+                                 hea = bare.read(heb[b]);
         if (!agree(ua, aa))
           fail(g.key + " at " + std::to_string(static_cast<int>(target)) + " us: uvcl's buffer " + std::to_string(b) +
                " differs from the one-queue replay's (" + std::to_string(ua[0]) + " against " + std::to_string(aa[0]) +
                ")");
-        if (!agree(ha, aa))
+        if (!agree(ha, aa) || !agree(hea, aa))
           fail(g.key + ": the hand schedule's buffer " + std::to_string(b) + " differs from the one-queue replay's");
       }
       for (Buffer b : ub) must(e.release(b), "release");
-      const std::set<std::uint32_t> used(node_queue.begin(), node_queue.end());
       const double n = static_cast<double>(g.nodes.size());
       const double bound = std::max(static_cast<double>(g.critical) * d, n * d / usable) / 1e3;
       const double um = median(ut), am = median(at), hm = median(ht);
@@ -471,7 +520,7 @@ Json fig12(Ctx& c) {
       row["uvcl_over_bare1"] = um / am;
       row["uvcl_over_hand"] = um / hm;
       row["uvcl_over_bound"] = um / bound;
-      row["queues_used"] = used.size();
+      row["queues_used"] = median(queues_per_pass);
       row["cross_queue_waits"] = cross;
       Json info = Json::object();
       info["key"] = row["key"];
@@ -481,8 +530,24 @@ Json fig12(Ctx& c) {
       info["uvcl_min_ms"] = min_of(ut);
       info["bare1_min_ms"] = min_of(at);
       info["bare_hand_min_ms"] = min_of(ht);
+      for (const auto& [name, v] : {std::pair<const char*, const std::vector<Pass>*>{"uvcl", &up}, {"bare1", &ap},
+                                    {"bare_hand", &hp}, {"bare_hand_all_events", &hep}}) {
+        info[std::string(name) + "_median_ms"] = median(field(*v, &Pass::ms));
+        info[std::string(name) + "_submit_ms"] = median(field(*v, &Pass::submit_ms));
+        info[std::string(name) + "_thread_cpu_ms"] = median(field(*v, &Pass::cpu_ms));
+      }
+      Json counters = Json::object();
+      counters["events"] = per_pass(s0.events, s1.events);
+      counters["fences"] = per_pass(s0.fences, s1.fences);
+      counters["flushes"] = per_pass(s0.flushes, s1.flushes);
+      counters["status_queries"] = per_pass(s0.status_queries, s1.status_queries);
+      counters["callbacks"] = per_pass(s0.callbacks, s1.callbacks);
+      counters["polls"] = per_pass(s0.polls, s1.polls);
+      info["uvcl_per_pass"] = std::move(counters);
       info["uvcl_queue_per_node"] = Json::array_of(node_queue);
-      info["uvcl_waits_first_pass"] = entry_waits;
+      info["uvcl_submitted_at_ms"] = Json::array_of(submitted_at);
+      info["uvcl_queues_per_pass"] = Json::array_of(queues_per_pass);
+      info["uvcl_waits_per_pass"] = static_cast<double>(entry_waits) / reps;
       info["hand_queue_per_node"] = Json::array_of(h.queue);
       info["hand_waits"] = h.wait_count;
       info["hand_queues_used"] = h.queues_used;
