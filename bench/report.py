@@ -17,7 +17,7 @@ import os
 import re
 import sys
 
-FIGURE_ORDER = ["1", "2", "3", "4", "5", "5x", "6", "7", "8", "9", "10", "11"]
+FIGURE_ORDER = ["1", "2", "3", "4", "5", "5x", "6", "7", "8", "9", "10", "11", "12"]
 
 EXTRA_LABELS = {
     "pyopencl": "pyopencl",
@@ -93,6 +93,21 @@ DESCRIPTIONS = {
           "framework's own loop does); bare on 8 queues round-robin, an event per launch and the waits the "
           "buffer hazards need. Every way must leave the same output bytes. The ways take turns in rounds of "
           "up to 300 passes (7 rounds; the host's speed drifts within a run): time per pass in the median round.",
+    "12": "Task graphs of one synthetic kernel (one work-group of 64 work-items spinning a calibrated number of "
+          "iterations; eight input buffers, one output), each a list of launches in program order: fan-out/fan-in "
+          "of width 2, 4 and 8 (a source, W branches, a join; 4 rounds chained), 8 chained diamonds "
+          "(a -> b, c -> d), and a layered random DAG (6 layers of 6 nodes, each reading 1-3 outputs of the layer "
+          "before, seed 12). Kernel sizes of about 20 us, 100 us and 1 ms alone (the best of five runs of launches "
+          "back to back on one queue). Wall time from the first enqueue until all is done, median of the passes "
+          "(7 in the full run, 3 with --quick), the ways taking turns after a warm-up pass: uvcl with its default "
+          "queues (launch each node, then finish()); (a) bare on one in-order queue, no events; (b) bare on as many "
+          "queues as uvcl's default, scheduled by hand: nodes round-robin over the queues within each topological "
+          "level, each launch waiting only on its producers and write-after-read predecessors on other queues "
+          "(the latest per queue), an event only where one is waited on, a queue flushed before another waits on "
+          "it; (c) the lower bound max(critical path x d, nodes x d / usable concurrency), with usable concurrency "
+          "min(queues, the device's concurrency) and at least 1, the device's concurrency measured as one launch "
+          "per queue on every queue, repeated (launches x d / wall time). Every way's final buffers must agree with "
+          "(a)'s. The tinygrad jobs are figure 11's.",
 }
 
 
@@ -368,6 +383,23 @@ def targets(fid, F):
             out.append(("%s: <= 1.05x a bare one-queue replay" % r["label"],
                         "uvcl %s ms, 1 queue %s ms, bare %s ms, bare round-robin %s ms: %s x" %
                         (fmt(u), fmt(r.get("uvcl1")), fmt(b1), fmt(r.get("bare_rr")), fmt(rr)), within(rr, 1.05)))
+    elif fid == "12":
+        rows = {r["key"]: r for r in f.get("rows", [])}
+
+        def worst(keys, col):
+            got = [(rows[k].get(col), k) for k in keys if isinstance(rows.get(k, {}).get(col), (int, float))]
+            return max(got) if got else (None, None)
+
+        wide = [k for k in rows if k.split(".")[1] in ("fan4", "fan8") and k.split(".")[2] in ("100", "1000")]
+        v, k = worst(wide, "uvcl_over_bound")
+        out.append(("fan-out width >= 4, ~100 us and ~1 ms kernels: <= 1.15x the lower bound",
+                    "worst %s x (%s)" % (fmt(v), rows[k]["label"] if k else "—"), within(v, 1.15)))
+        v, k = worst(list(rows), "uvcl_over_bare1")
+        out.append(("every graph and kernel size: <= 1.03x bare on one queue",
+                    "worst %s x (%s)" % (fmt(v), rows[k]["label"] if k else "—"), within(v, 1.03)))
+        v, k = worst(list(rows), "uvcl_over_hand")
+        out.append(("every graph and kernel size: at or ahead of the hand schedule",
+                    "worst %s x (%s)" % (fmt(v), rows[k]["label"] if k else "—"), within(v, 1.0)))
     return out
 
 
@@ -497,6 +529,7 @@ def cmd_doc(a):
                 o.append("- %s — %s: %s" % (t[0], yes(t[2]), t[1]))
             o.append("")
             o.extend(window_table(f))
+            o.extend(dag_kernel_table(f))
             for vname, v in j.get("variants", {}).items():
                 vf = v.get("figures", {}).get(fid)
                 if vf and "rows" in vf:
@@ -534,6 +567,22 @@ def window_table(f):
     for p in points:
         o.append("| %s | %s | %s | %s | %s |" % (p.get("window", "default"), fmt(p.get("ms")), fmt(p.get("submit_ms")),
                                                fmt(p.get("tail_ms")), fmt(p.get("fences_per_rep"))))
+    o.append("")
+    return o
+
+
+def dag_kernel_table(f):
+    """Figure 12: each kernel size as measured, and the device's concurrency."""
+    kernels = f.get("kernels", [])
+    if not kernels or f.get("id") != "12":
+        return []
+    o = ["*Kernel sizes: the duration d of one launch on one queue (best of five runs back to back) and the "
+         "device's concurrency (one launch per queue on %s queues, repeated; launches x d / wall time):*\n"
+         % f.get("params", {}).get("queues", "?"),
+         "| target us | iterations | d us | concurrency | usable concurrency |", "|---|---|---|---|---|"]
+    for k in kernels:
+        o.append("| %s | %s | %s | %s | %s |" % (fmt(k.get("target_us")), k.get("iters"), fmt(k.get("alone_us")),
+                                                fmt(k.get("concurrency")), fmt(k.get("usable_concurrency"))))
     o.append("")
     return o
 
