@@ -133,9 +133,9 @@ bool lex(std::string_view s, std::vector<Tok>& out) {
       while (j < n) {
         const char d = s[j];
         const char prev = s[j - 1];
-        if (ident_char(d) || d == '.') ++j;
-        else if ((d == '+' || d == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P')) ++j;
-        else break;
+        const bool exponent_sign = (d == '+' || d == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P');
+        if (!ident_char(d) && d != '.' && !exponent_sign) break;
+        ++j;
       }
       out.push_back(Tok{Kind::Number, s.substr(i, j - i)});
       i = j;
@@ -317,8 +317,8 @@ class Analysis {
     return close + 1 < t_.size() && t_[close + 1].is("=");
   }
 
-  void each_item_stores(std::size_t open, std::size_t close, const std::unordered_map<std::string_view, std::size_t>& index,
-                        KernelUses& k) const {
+  void each_item_stores(std::size_t open, std::size_t close,
+                        const std::unordered_map<std::string_view, std::size_t>& index, KernelUses& k) const {
     // Statement starts of the outermost block: its first token, and the
     // tokens after a `;` or a closed block at that level.
     std::vector<std::size_t> starts;
@@ -347,9 +347,11 @@ class Analysis {
       }
     }
     for (std::string_view name : twice) ids.erase(name);
+    std::unordered_map<std::string_view, bool> kept;  // unchanged(), once per variable
     for (std::size_t s : starts) {
       auto it = index.find(t_[s].kind == Kind::Ident ? t_[s].text : std::string_view{});
-      if (it == index.end() || !k.params[it->second].never_read) continue;
+      if (it == index.end() || !k.params[it->second].never_read || k.params[it->second].writes_each_global_id)
+        continue;
       if (s + 1 >= close || !t_[s + 1].is("[")) continue;
       const std::size_t a = s + 2, b = m_[s + 1];
       bool each = false;
@@ -357,7 +359,12 @@ class Analysis {
         each = t_[a].is("get_global_id") && t_[a + 1].is("(") && is_zero(t_[a + 2]) && t_[a + 3].is(")");
       } else if (b == a + 1 && t_[a].kind == Kind::Ident) {
         auto id = ids.find(t_[a].text);
-        each = id != ids.end() && id->second < s && unchanged(id->first, id->second, open, close);
+        if (id != ids.end() && id->second < s) {
+          auto known = kept.find(id->first);
+          if (known == kept.end())
+            known = kept.emplace(id->first, unchanged(id->first, id->second, open, close)).first;
+          each = known->second;
+        }
       }
       if (each) k.params[it->second].writes_each_global_id = true;
     }

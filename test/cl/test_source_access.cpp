@@ -144,7 +144,7 @@ TEST(SourceAccess, LineSplicesJoinIdentifiers) {
 }
 
 TEST(SourceAccess, SeveralKernelsAndHelpers) {
-  // examples/showcase/fanout.json's source.
+  // Kernels like examples/showcase/fanout.json's, and a helper function.
   const std::string src =
       "kernel void scale(global const float* in, global float* out, const float k) {\n"
       "  size_t i = get_global_id(0);\n  float v = in[i];\n"
