@@ -216,6 +216,7 @@ typedef struct {
   uvcl_param_access access;
   size_t scalar_size;
   const char* unsupported; /* why uvcl cannot pass it, or NULL */
+  int writes_each_item;    /* 1: each work-item g of dimension 0 stores element g (KernelParam) */
 } uvcl_kernel_param_t;
 /* Writes up to `capacity` parameters to `out` (NULL with capacity 0 to
  * count them) and their number to *count. */

@@ -471,7 +471,7 @@ int uvcl_kernel_params(uvcl_engine_t* engine, uvcl_kernel_t k, uvcl_kernel_param
   for (std::size_t i = 0; i < capacity && i < engine->params.size(); ++i) {
     const uvcl::KernelParam& p = engine->params[i];
     out[i] = uvcl_kernel_param_t{p.name.c_str(), p.type_name.c_str(), static_cast<uvcl_param_access>(p.access),
-                                 p.scalar_size, p.unsupported};
+                                 p.scalar_size, p.unsupported, p.writes_each_item ? 1 : 0};
   }
   if (count != nullptr) *count = engine->params.size();
   return 0;

@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "cl/kernel_info.hpp"
+#include "cl/source_access.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/param_check.hpp"
 
@@ -24,6 +25,24 @@ std::string build_options(const Config& config, const std::string& options, Buil
                                                        : config.build_options + " " + options;
   if (!out.empty()) out += ' ';
   return out + "-cl-kernel-arg-info";
+}
+
+// What the source shows (ProgramRec::uses): a written __global pointer the
+// body never reads is WriteOnly. Only where the source's parameters are the
+// kernel's, name by name.
+void apply_source_uses(const ProgramRec& p, const std::string& entry, std::vector<KernelParam>& params) {
+  for (const cl::KernelUses& k : p.uses) {
+    if (k.name != entry) continue;
+    if (k.params.size() != params.size()) return;
+    for (std::size_t i = 0; i < params.size(); ++i)
+      if (params[i].name != k.params[i].name) return;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (params[i].access != ParamAccess::Written || !k.params[i].never_read) continue;
+      params[i].access = ParamAccess::WriteOnly;
+      params[i].writes_each_item = k.params[i].writes_each_global_id;
+    }
+    return;
+  }
 }
 
 }  // namespace
@@ -235,6 +254,7 @@ void Programs::poll_builds() {
     }
     building[i] = building.back();
     building.pop_back();
+    if (p.build == ProgramRec::Build::Built) p.uses = cl::kernel_uses(p.source, p.options);
     p.source.clear();
     p.source.shrink_to_fit();
     p.binary.clear();
@@ -283,6 +303,7 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
     e.api->clReleaseKernel(k);
     return std::move(q).error().context("kernel " + entry);
   }
+  apply_source_uses(p, entry, rec.params);
   for (KernelParam& param : rec.params) param.unsupported = param_refusal(param);
   if (!declared.empty()) {
     if (declared.size() != rec.params.size()) {

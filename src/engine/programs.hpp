@@ -11,6 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cl/source_access.hpp"
 #include "engine/program_cache.hpp"
 #include "engine/program_memo.hpp"
 #include "engine/records.hpp"
@@ -38,6 +39,9 @@ struct ProgramRec {
   std::vector<CachedKernel> cached;  // parameter info stored with the binary
   std::vector<unsigned char> binary;  // from the compiler process, until built
   std::uint64_t build_start_ns = 0;
+  // What the source shows of each kernel's parameter use, computed from the
+  // source when the build succeeds (the source is not kept after it).
+  std::vector<cl::KernelUses> uses;
 };
 
 // The value an argument of a kernel object was last set to: launches that

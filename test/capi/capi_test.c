@@ -346,6 +346,7 @@ static void test_transfers(void) {
   CHECK(strcmp(p[0].name, "a") == 0 && p[0].access == UVCL_ACCESS_WRITTEN, e);
   CHECK(strcmp(p[1].name, "n") == 0 && p[1].access == UVCL_ACCESS_SCALAR && p[1].scalar_size == 4, e);
   CHECK(p[0].unsupported == NULL, e);
+  CHECK(p[0].writes_each_item == 0, e); /* a[i] *= 2 reads it */
   /* A declared access of the wrong kind. */
   const uvcl_param_access wrong[2] = {UVCL_ACCESS_SCALAR, UVCL_ACCESS_SCALAR};
   uvcl_kernel_t k2 = 0;

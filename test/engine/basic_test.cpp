@@ -70,7 +70,10 @@ TEST_F(BasicTest, ParamsInferredFromArgInfo) {
   ASSERT_TRUE(params.ok());
   ASSERT_EQ(params->size(), 3u);
   EXPECT_EQ((*params)[0].access, ParamAccess::ReadOnly);
-  EXPECT_EQ((*params)[1].access, ParamAccess::Written);
+  // `out` is only stored to: WriteOnly from the source (under a condition:
+  // not every item's element).
+  EXPECT_EQ((*params)[1].access, ParamAccess::WriteOnly);
+  EXPECT_FALSE((*params)[1].writes_each_item);
   EXPECT_EQ((*params)[2].access, ParamAccess::Scalar);
   EXPECT_EQ((*params)[2].scalar_size, 4u);
 }

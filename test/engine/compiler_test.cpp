@@ -136,10 +136,11 @@ TEST_F(CompilerProcessTest, BuildsAndKernelsBehaveAsInline) {
     EXPECT_EQ((*params)[i].type_name, (*inline_params)[i].type_name);
     EXPECT_EQ((*params)[i].access, (*inline_params)[i].access);
     EXPECT_EQ((*params)[i].scalar_size, (*inline_params)[i].scalar_size);
+    EXPECT_EQ((*params)[i].writes_each_item, (*inline_params)[i].writes_each_item);
   }
   EXPECT_EQ((*params)[0].access, ParamAccess::ReadOnly);
   EXPECT_EQ((*params)[1].access, ParamAccess::ReadOnly);
-  EXPECT_EQ((*params)[2].access, ParamAccess::Written);
+  EXPECT_EQ((*params)[2].access, ParamAccess::WriteOnly);  // only stored to (`out[0] = ...`): from the source
   EXPECT_EQ((*params)[3].access, ParamAccess::Local);
   EXPECT_EQ((*params)[4].scalar_size, 4u);
   EXPECT_EQ((*params)[5].scalar_size, 16u);

@@ -247,6 +247,14 @@ TEST_F(Lifecycle, WorkAfterAFailedEventDoesNotWaitOnIt) {
   {
     Fixture f;
     ASSERT_TRUE(f.ok);
+    // `out` declared Written, so that the launch reads what the fill wrote:
+    // from the source (only `out[i] = ...`) it is WriteOnly, which would not
+    // inherit the fill's failure.
+    auto declared = f.e().kernel(f.prog, "advance",
+                                 {ParamAccess::ReadOnly, ParamAccess::Written, ParamAccess::Scalar,
+                                  ParamAccess::Scalar, ParamAccess::Scalar});
+    ASSERT_TRUE(declared.ok()) << declared.error().to_string();
+    f.kern = *declared;
     const std::size_t n = 4096;
     auto a = f.e().allocate(0, n * 4);
     auto c = f.e().allocate(0, n * 4);
