@@ -14,6 +14,7 @@
 #include <uv.h>
 
 #include "cl/devices.hpp"
+#include "cl/kernel_info.hpp"
 #include "engine/disk_pool.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/kernel_library.hpp"
@@ -27,6 +28,9 @@ namespace uvcl::job {
 namespace {
 
 constexpr std::size_t kNoProgram = SIZE_MAX;
+// KernelParam::writes_each_item holds for work-items below 2^31 (the
+// kernel's index may be an int).
+constexpr std::uint64_t kMaxEachItemGlobal = (std::uint64_t{1} << 31) - 1;
 
 Error job_error(std::string message) { return Error{Status::InvalidJob, std::move(message)}; }
 
@@ -115,6 +119,7 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   void run();
   Result<void> make_kernels();
   Result<void> make_buffers();  // up to a turn's worth, from next_buffer_
+  bool first_use_writes_all(std::size_t buffer, std::size_t bytes) const;
   Result<void> enqueue_launches();
   Result<bool> launch_chunk();  // true: launches remain for a later turn
   Result<bool> next_chunk();    // this turn's buffers, then launches; true: more for a later turn
@@ -568,6 +573,38 @@ Result<void> JobRun::make_kernels() {
   return {};
 }
 
+// The buffer's first use in the job's launches is a launch that stores all
+// of it before anything reads it: a WriteOnly parameter whose kernel stores
+// element get_global_id(0) in every work-item (KernelParam::writes_each_item),
+// each of its uses in that launch so, over a 1-D range (other axes 1; jobs
+// have no global offset) of at least the buffer's elements. A prepared job
+// (uvcl tune) runs its launches in no such order: never there.
+bool JobRun::first_use_writes_all(std::size_t buffer, std::size_t bytes) const {
+  if (prepared_) return false;
+  for (const job::Launch& jl : job_.launches) {
+    const auto& params = params_[jl.kernel];
+    bool used = false;
+    for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+      const Arg& a = jl.args[ai];
+      if (a.kind != Arg::Kind::Buffer || a.buffer != buffer) continue;
+      used = true;
+      if (ai >= params.size()) return false;
+      const KernelParam& p = params[ai];
+      if (p.access != ParamAccess::WriteOnly || !p.writes_each_item) return false;
+      if (p.type_name.empty() || p.type_name.back() != '*') return false;
+      const std::string pointee = p.type_name.substr(0, p.type_name.size() - 1);
+      const std::size_t elem = cl::type_size(pointee);
+      // A 3-vector store may leave its fourth lane (padding) unwritten.
+      if (elem == 0 || pointee.back() == '3' || jl.global.empty() || jl.global[0] > kMaxEachItemGlobal) return false;
+      for (std::size_t d = 1; d < jl.global.size(); ++d)
+        if (jl.global[d] != 1) return false;
+      if (jl.global[0] * elem < bytes) return false;  // no overflow: below 2^31 items of at most 128 bytes
+    }
+    if (used) return true;
+  }
+  return false;  // no launch uses it: its zeros are the output
+}
+
 Result<void> JobRun::make_buffers() {
   const std::uint64_t budget = opts_.launches_per_turn;
   for (std::uint64_t n = 0; next_buffer_ < job_.buffers.size() && (budget == 0 || n < budget); ++n) {
@@ -581,6 +618,7 @@ Result<void> JobRun::make_buffers() {
     Result<void> r;
     switch (jb.init.kind) {
       case Init::Kind::Zero: {
+        if (first_use_writes_all(next_buffer_ - 1, bytes)) break;  // the zeros would never be seen
         const std::byte zero{0};
         r = engine_.fill(b.value(), std::span<const std::byte>(&zero, 1), 0, bytes);
         break;
