@@ -18,6 +18,7 @@
 #include "engine/disk_pool.hpp"
 #include "engine/engine_impl.hpp"
 #include "engine/kernel_library.hpp"
+#include "engine/param_check.hpp"
 #include "files.hpp"
 #include "json/json_util.hpp"
 #include "json/safetensors.hpp"
@@ -28,9 +29,6 @@ namespace uvcl::job {
 namespace {
 
 constexpr std::size_t kNoProgram = SIZE_MAX;
-// KernelParam::writes_each_item holds for work-items below 2^31 (the
-// kernel's index may be an int).
-constexpr std::uint64_t kMaxEachItemGlobal = (std::uint64_t{1} << 31) - 1;
 
 Error job_error(std::string message) { return Error{Status::InvalidJob, std::move(message)}; }
 
@@ -589,16 +587,7 @@ bool JobRun::first_use_writes_all(std::size_t buffer, std::size_t bytes) const {
       if (a.kind != Arg::Kind::Buffer || a.buffer != buffer) continue;
       used = true;
       if (ai >= params.size()) return false;
-      const KernelParam& p = params[ai];
-      if (p.access != ParamAccess::WriteOnly || !p.writes_each_item) return false;
-      if (p.type_name.empty() || p.type_name.back() != '*') return false;
-      const std::string pointee = p.type_name.substr(0, p.type_name.size() - 1);
-      const std::size_t elem = cl::type_size(pointee);
-      // A 3-vector store may leave its fourth lane (padding) unwritten.
-      if (elem == 0 || pointee.back() == '3' || jl.global.empty() || jl.global[0] > kMaxEachItemGlobal) return false;
-      for (std::size_t d = 1; d < jl.global.size(); ++d)
-        if (jl.global[d] != 1) return false;
-      if (jl.global[0] * elem < bytes) return false;  // no overflow: below 2^31 items of at most 128 bytes
+      if (!stores_whole_buffer(params[ai], jl.global, bytes)) return false;
     }
     if (used) return true;
   }

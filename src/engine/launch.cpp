@@ -3,9 +3,11 @@
 // Everything checkable without the device is checked here, synchronously,
 // against the kernel's real signature and the device's limits; the message
 // names the kernel and the argument or axis.
-#include <limits>
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <limits>
+#include <span>
 
 #include "engine/engine_impl.hpp"
 #include "engine/param_check.hpp"
@@ -52,6 +54,21 @@ std::optional<std::uint64_t> integer_value(const Scalar& s) {
   }
   if (v < 0) return std::nullopt;
   return static_cast<std::uint64_t>(v);
+}
+
+// A parameter inferred WriteOnly (KernelRec::write_only_inferred) whose
+// launch does not store all of its buffer reads it, as hazards and failures
+// go: what the launch leaves is the buffer's writer's, so the launch follows
+// that writer, inherits its failure, and does not clear a poison.
+void read_what_is_not_stored_whole(const Launch& l, const KernelRec& k, Command& c) {
+  const std::array<std::uint64_t, 3> global{c.global[0], c.global[1], c.global[2]};
+  const std::span<const std::uint64_t> range(global.data(), c.dims);
+  for (std::size_t i = 0; i < k.write_only_inferred.size(); ++i) {
+    if (!k.write_only_inferred[i]) continue;
+    for (Access& a : c.accesses)
+      if (a.buffer == l.args[i].buffer.id && !a.read && !stores_whole_buffer(k.params[i], range, a.rec->bytes))
+        a.read = true;
+  }
 }
 
 }  // namespace
@@ -171,6 +188,7 @@ Result<void> Engine::Impl::resolve_launch(const Launch& l, Op op, KernelRec& k, 
     c.global[ax] = global;
     c.local[ax] = local;
   }
+  if (k.any_write_only_inferred) read_what_is_not_stored_whole(l, k, c);
   const std::size_t max_group = std::min(info.max_work_group_size, k.max_work_group ? k.max_work_group : info.max_work_group_size);
   if (c.has_local && group > max_group)
     return Error{Status::KernelLaunch, where() + ": work-group of " + std::to_string(group) +

@@ -1,6 +1,9 @@
 #include "engine/param_check.hpp"
 
+#include <string>
 #include <string_view>
+
+#include "cl/kernel_info.hpp"
 
 namespace uvcl {
 
@@ -55,6 +58,18 @@ const char* param_kind_text(ParamAccess a) noexcept {
     case Kind::Scalar: return "a scalar";
   }
   return "?";
+}
+
+bool stores_whole_buffer(const KernelParam& p, std::span<const std::uint64_t> global, std::size_t bytes) {
+  constexpr std::uint64_t kMaxEachItemGlobal = (std::uint64_t{1} << 31) - 1;
+  if (p.access != ParamAccess::WriteOnly || !p.writes_each_item || global.empty()) return false;
+  if (p.type_name.empty() || p.type_name.back() != '*') return false;
+  const std::string pointee = p.type_name.substr(0, p.type_name.size() - 1);
+  const std::size_t elem = cl::type_size(pointee);
+  if (elem == 0 || pointee.back() == '3' || global[0] > kMaxEachItemGlobal) return false;
+  for (std::size_t d = 1; d < global.size(); ++d)
+    if (global[d] != 1) return false;
+  return global[0] * elem >= bytes;  // no overflow: below 2^31 items of at most 128 bytes
 }
 
 }  // namespace uvcl

@@ -9,6 +9,9 @@
 // given for a struct (host memory). Such parameters are refused at launch.
 #pragma once
 
+#include <cstdint>
+#include <span>
+
 #include "uvcl/engine.hpp"
 
 namespace uvcl {
@@ -22,6 +25,15 @@ const char* param_refusal(const KernelParam& p) noexcept;
 // __local one, Scalar for the rest. Declaring another kind would pass a
 // scalar where the kernel dereferences a pointer.
 bool declared_access_fits(ParamAccess inferred, ParamAccess declared) noexcept;
+
+// Whether a launch over `global` (work-items per axis) stores every byte of a
+// `bytes`-byte buffer through parameter `p`: the source stores element
+// get_global_id(0) in every work-item (KernelParam::writes_each_item), the
+// range is one-dimensional (other axes 1), below 2^31 work-items (the
+// kernel's index may be an int), with at least the buffer's elements of the
+// pointee type. Never for a 3-vector pointee, whose store may leave the
+// padding lane.
+bool stores_whole_buffer(const KernelParam& p, std::span<const std::uint64_t> global, std::size_t bytes);
 
 // The argument an access takes, for messages: "a buffer", "a scalar", "a local size".
 const char* param_kind_text(ParamAccess a) noexcept;

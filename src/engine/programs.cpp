@@ -30,7 +30,8 @@ std::string build_options(const Config& config, const std::string& options, Buil
 // What the source shows (ProgramRec::uses): a written __global pointer the
 // body never reads is WriteOnly. Only where the source's parameters are the
 // kernel's, name by name.
-void apply_source_uses(const ProgramRec& p, const std::string& entry, std::vector<KernelParam>& params) {
+void apply_source_uses(const ProgramRec& p, const std::string& entry, KernelRec& rec) {
+  std::vector<KernelParam>& params = rec.params;
   for (const cl::KernelUses& k : p.uses) {
     if (k.name != entry) continue;
     if (k.params.size() != params.size()) return;
@@ -40,6 +41,9 @@ void apply_source_uses(const ProgramRec& p, const std::string& entry, std::vecto
       if (params[i].access != ParamAccess::Written || !k.params[i].never_read) continue;
       params[i].access = ParamAccess::WriteOnly;
       params[i].writes_each_item = k.params[i].writes_each_global_id;
+      rec.write_only_inferred.resize(params.size());
+      rec.write_only_inferred[i] = true;
+      rec.any_write_only_inferred = true;
     }
     return;
   }
@@ -303,7 +307,7 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
     e.api->clReleaseKernel(k);
     return std::move(q).error().context("kernel " + entry);
   }
-  apply_source_uses(p, entry, rec.params);
+  apply_source_uses(p, entry, rec);
   for (KernelParam& param : rec.params) param.unsupported = param_refusal(param);
   if (!declared.empty()) {
     if (declared.size() != rec.params.size()) {
@@ -322,6 +326,8 @@ Result<Kernel> Engine::kernel(Program prog, const std::string& entry, std::vecto
       }
       rec.params[i].access = declared[i];
     }
+    rec.write_only_inferred.clear();  // declared: trusted as declared
+    rec.any_write_only_inferred = false;
   }
   const std::uint64_t id = e.next_handle++;
   e.progs.kernels.emplace(id, std::move(rec));

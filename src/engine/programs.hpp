@@ -61,6 +61,12 @@ struct KernelRec {
   cl_kernel kernel = nullptr;
   std::string name;
   std::vector<KernelParam> params;
+  // Per parameter: WriteOnly inferred from the source, not declared. Such a
+  // parameter is write-only only in a launch that stores all of its buffer
+  // (stores_whole_buffer); elsewhere the launch reads it, as far as hazards
+  // and failures go: what it leaves unstored is what the buffer held.
+  std::vector<bool> write_only_inferred;
+  bool any_write_only_inferred = false;
   std::vector<SetArg> set_args;  // one per parameter
   std::size_t max_work_group = 0;  // CL_KERNEL_WORK_GROUP_SIZE
   std::uint32_t uses = 0;          // launches in windows or in flight

@@ -379,12 +379,7 @@ inline Outcome run_workload(const WorkloadOptions& o) {
       prog = p.value();
       if (std::string w = run_for(e, [&] { return built; }, o.budget_s); !w.empty()) out.hangs.push_back("build: " + w);
       if (build_ok) {
-        // `out` declared Written (from the source, `out[i] = ...` only, it
-        // is WriteOnly): each launch then reads its destination, so a failed
-        // fill of q fails its stream rather than being overwritten.
-        auto k = e.kernel(*prog, "advance",
-                          {ParamAccess::ReadOnly, ParamAccess::Written, ParamAccess::Scalar, ParamAccess::Scalar,
-                           ParamAccess::Scalar});
+        auto k = e.kernel(*prog, "advance");
         if (!k) note(k.error());
         else kern = k.value();
       }

@@ -240,21 +240,15 @@ TEST_F(Lifecycle, FailedTimedLaunchDoesNotFailUnrelatedWork) {
 // failure has happened in the driver but the engine has not seen it yet
 // (no loop turn in between), so only the status query of the hazard check
 // can tell; it must drop the wait. The launch then fails with the fill's
-// error (it reads what the fill wrote) instead of hanging.
+// error instead of hanging: its `out` is WriteOnly from the source, but it
+// stores only under `if (i < n)`, so what it leaves is the fill's, and it
+// follows the fill (KernelRec::write_only_inferred).
 TEST_F(Lifecycle, WorkAfterAFailedEventDoesNotWaitOnIt) {
   ASSERT_TRUE(shim_ok());
   Watchdog wd("work after a failed fill", 60);
   {
     Fixture f;
     ASSERT_TRUE(f.ok);
-    // `out` declared Written, so that the launch reads what the fill wrote:
-    // from the source (only `out[i] = ...`) it is WriteOnly, which would not
-    // inherit the fill's failure.
-    auto declared = f.e().kernel(f.prog, "advance",
-                                 {ParamAccess::ReadOnly, ParamAccess::Written, ParamAccess::Scalar,
-                                  ParamAccess::Scalar, ParamAccess::Scalar});
-    ASSERT_TRUE(declared.ok()) << declared.error().to_string();
-    f.kern = *declared;
     const std::size_t n = 4096;
     auto a = f.e().allocate(0, n * 4);
     auto c = f.e().allocate(0, n * 4);
@@ -306,6 +300,39 @@ TEST_F(Lifecycle, WorkAfterAFailedEventDoesNotWaitOnIt) {
 
 // The build-status query fails although the build itself succeeded: the
 // error must name the failed query, not claim a CL_BUILD_PROGRAM_FAILURE.
+// The other side of the rule above: a kernel whose source stores element
+// get_global_id(0) in every work-item, launched over the whole buffer, does
+// not read what a failed fill left: it succeeds and the buffer holds its
+// values again.
+TEST_F(Lifecycle, ALaunchThatStoresAllOfABufferDoesNotInheritAFailedFill) {
+  ASSERT_TRUE(shim_ok());
+  Watchdog wd("a whole store after a failed fill", 60);
+  Fixture f;
+  ASSERT_TRUE(f.ok);
+  auto p = f.e().compile_sync(0, "__kernel void iota(__global uint* out) { out[get_global_id(0)] = (uint)get_global_id(0) * 3u; }");
+  ASSERT_TRUE(p.ok()) << p.error().to_string();
+  auto iota = f.e().kernel(*p, "iota");
+  ASSERT_TRUE(iota.ok()) << iota.error().to_string();
+  auto params = f.e().kernel_params(*iota);
+  ASSERT_TRUE(params.ok());
+  EXPECT_EQ((*params)[0].access, ParamAccess::WriteOnly);
+  EXPECT_TRUE((*params)[0].writes_each_item);
+  constexpr std::uint32_t n = 1024;
+  auto a = f.e().allocate(0, n * 4);
+  ASSERT_TRUE(a.ok());
+  const std::uint32_t pattern = 5;
+  shim().set_fault("clEnqueueFillBuffer:1:CL_OUT_OF_RESOURCES");
+  ASSERT_TRUE(f.e().fill(*a, std::as_bytes(std::span<const std::uint32_t>(&pattern, 1)), 0, n * 4).ok());
+  ASSERT_TRUE(f.e().launch(Launch{*iota, {KernelArg::of(*a)}, {n}}).ok());
+  auto back = f.e().read_sync(*a, 0, n * 4);
+  EXPECT_EQ(shim().fired(), 1);
+  shim().reset_faults();
+  ASSERT_TRUE(back.ok()) << back.error().to_string();
+  std::vector<std::uint32_t> v(n);
+  std::memcpy(v.data(), back->data(), n * 4);
+  for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ(v[i], i * 3) << "element " << i;
+}
+
 TEST_F(Lifecycle, BuildStatusQueryFailureNamesTheQuery) {
   ASSERT_TRUE(shim_ok());
   LoopEngine le;

@@ -124,7 +124,7 @@ TEST(Config, QueueAndWindowRangeEdges) {
   };
   for (Edge e : {Edge{"queues", 1, 64}, Edge{"window", 1, 65536}, Edge{"program_memo", 0, 4096},
                  Edge{"spin_us", 0, 1000000}, Edge{"loop_budget_us", 0, 1000000}, Edge{"read_burst_us", 0, 1000000},
-                 Edge{"cross_copy_chunk_mib", 1, 1024}, Edge{"cross_copy_ring", 1, 64}}) {
+                 Edge{"cross_wait_us", 0, 1000000}, Edge{"cross_copy_chunk_mib", 1, 1024}, Edge{"cross_copy_ring", 1, 64}}) {
     const std::string key = e.key;
     auto doc = [&](long long v) { return R"({"opencl": {")" + key + "\": " + std::to_string(v) + "}}"; };
     const std::string expected = "an integer " + std::to_string(e.lo) + ".." + std::to_string(e.hi) +
@@ -137,6 +137,7 @@ TEST(Config, QueueAndWindowRangeEdges) {
                            : key == "program_memo" ? r->program_memo
                            : key == "spin_us"      ? r->spin_us.value_or(~0u)
                            : key == "read_burst_us" ? r->read_burst_us.value_or(~0u)
+                           : key == "cross_wait_us" ? r->cross_wait_us
                            : key == "cross_copy_chunk_mib" ? r->cross_copy_chunk_mib
                            : key == "cross_copy_ring" ? r->cross_copy_ring
                                                    : r->loop_budget_us;
@@ -242,7 +243,7 @@ TEST(Config, UnknownKeysNameTheAllowedOnes) {
   EXPECT_EQ(config_error(R"({"opencl": {"queue": 4}})"),
             "cfg.json: opencl.queue: unknown key (expected one of: platform_ids, queues, window, library, "
             "absorb_sigabrt, cache_dir, profile, program_memo, spin_us, loop_budget_us, read_burst_us, "
-            "cross_copy_chunk_mib, cross_copy_ring, command_events, completion, compile, compiler, compilers, compile_timeout_ms, compiler_idle_ms, build_options)");
+            "cross_wait_us, cross_copy_chunk_mib, cross_copy_ring, command_events, completion, compile, compiler, compilers, compile_timeout_ms, compiler_idle_ms, build_options)");
   EXPECT_EQ(config_error(R"({"debug": {"verbose": true}})"),
             "cfg.json: debug.verbose: unknown key (expected one of: backends, asm)");
   // Keys that are not plain identifiers are quoted in the path.
