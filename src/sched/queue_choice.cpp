@@ -70,11 +70,6 @@ Placement earliest_finish(const Timelines& t, std::span<const Dep> deps, const E
 Placement earliest_finish_for_consumer(const Timelines& t, const Estimate& est, std::span<const Dep> consumer_deps,
                                        std::uint64_t consumer_cost_ns) {
   assert(!t.free_ns.empty() && t.free_ns.size() == t.load.size());
-  ScratchList<std::uint64_t, 16> after;
-  after.assign(t.free_ns.begin(), t.free_ns.end());
-  ScratchList<std::uint32_t, 16> load;
-  load.assign(t.load.begin(), t.load.end());
-  const Timelines then{after.span(), load.span()};
   Deps deps;
   for (const Dep& d : consumer_deps) deps.push_back(d);
   deps.push_back(Dep{});  // this command, wherever it goes (not yet an id)
@@ -83,13 +78,16 @@ Placement earliest_finish_for_consumer(const Timelines& t, const Estimate& est, 
   Candidate best_self, best_consumer;
   for (QueueIndex q = 0; q < t.free_ns.size(); ++q) {
     const Candidate self = on_queue(t.free_ns[q], q, {}, est);
+    // The timelines once this command is on q.
+    ScratchList<std::uint64_t, 16> after;
+    after.assign(t.free_ns.begin(), t.free_ns.end());
     after[q] = self.finish_ns;
+    ScratchList<std::uint32_t, 16> load;
+    load.assign(t.load.begin(), t.load.end());
     ++load[q];
     deps[deps.size() - 1] = Dep{0, q, self.finish_ns};
     QueueIndex unused = 0;
-    const Candidate next = best_on(then, deps.span(), consumer, unused);
-    after[q] = t.free_ns[q];
-    --load[q];
+    const Candidate next = best_on(Timelines{after.span(), load.span()}, deps.span(), consumer, unused);
     if (q == 0 || next.score_ns < best_consumer.score_ns ||
         (next.score_ns == best_consumer.score_ns && better(self, t.load[q], best_self, t.load[best.queue]))) {
       best = Placement{q, self.finish_ns};
