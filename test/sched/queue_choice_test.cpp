@@ -42,7 +42,16 @@ struct Placer {
   }
 };
 
-struct QueueChoiceTest : ::testing::Test, Placer {};
+struct QueueChoiceTest : ::testing::Test, Placer {
+  // A consumer's other input, produced last on queue 2, its queue's last
+  // command too, ending at `at`.
+  Deps chain_on_queue_2_ending(std::uint64_t at) {
+    free_ns = {0, 0, at, 0};
+    Deps d;
+    d.push_back(Dep{9, 2, at});
+    return d;
+  }
+};
 
 TEST_F(QueueChoiceTest, FreshWorkGoesToTheQueueFreeFirst) {
   BufferHazards b;
@@ -177,12 +186,7 @@ TEST_F(QueueChoiceTest, FreshWorkGoesOnItsConsumersChain) {
   // The consumer continues a chain on queue 2 (its other input's producer
   // ends there, about now): the fresh producer placed there too spares the
   // consumer a wait across queues.
-  const Deps consumer_deps = [&] {
-    Deps d;
-    d.push_back(Dep{9, 2, est.now_ns + 1 * kUs});
-    return d;
-  }();
-  free_ns = {0, 0, est.now_ns + 1 * kUs, 0};
+  const Deps consumer_deps = chain_on_queue_2_ending(est.now_ns + 1 * kUs);
   est.cost_ns = 2 * kUs;  // a small producer: waiting costs more than it runs
   const Placement p = earliest_finish_for_consumer(timelines(), est, consumer_deps.span(), 20 * kUs);
   EXPECT_EQ(p.queue, 2u);
@@ -193,12 +197,7 @@ TEST_F(QueueChoiceTest, FreshWorkGoesOnItsConsumersChain) {
 TEST_F(QueueChoiceTest, ALongProducerRunsBesideItsConsumersChain) {
   // The chain's queue is busy for 100 us: the producer, run beside it
   // meanwhile, saves the consumer more than the wait costs.
-  const Deps consumer_deps = [&] {
-    Deps d;
-    d.push_back(Dep{9, 2, est.now_ns + 100 * kUs});
-    return d;
-  }();
-  free_ns = {0, 0, est.now_ns + 100 * kUs, 0};
+  const Deps consumer_deps = chain_on_queue_2_ending(est.now_ns + 100 * kUs);
   est.cost_ns = 200 * kUs;
   EXPECT_EQ(earliest_finish_for_consumer(timelines(), est, consumer_deps.span(), 20 * kUs).queue, 0u);
 }
