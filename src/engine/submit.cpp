@@ -37,7 +37,28 @@ cl_event Submitter::fence(DeviceCtx& d, QueueIndex q) {
 
 bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
   if (d.event_per_command || c.op == Op::Timed || c.op == Op::CrossWrite || c.held || e.trace != nullptr) return true;
+  if (read_by_several_later(c)) return true;
   return c.wants_callback && !completed_by_next_read(c);
+}
+
+// Two or more later commands of the batch read what this one writes (a
+// fan-out): at most one of them continues on its queue, and the others
+// wait for it from theirs. Without an event of its own, such a wait takes
+// a fence made then, after the last command of its queue — the first
+// reader at least — so the readers ran one after another.
+bool Submitter::read_by_several_later(const Command& c) const {
+  if (batch_next_ == nullptr ||
+      std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; }))
+    return false;
+  unsigned readers = 0;
+  for (const Command* y = batch_next_; y != batch_end_ && y - batch_next_ < kLookahead; ++y) {
+    const bool reads = std::any_of(y->accesses.begin(), y->accesses.end(), [&](const Access& a) {
+      return a.read && std::any_of(c.accesses.begin(), c.accesses.end(),
+                                   [&](const Access& w) { return w.write && w.buffer == a.buffer; });
+    });
+    if (reads && ++readers == 2) return true;
+  }
+  return false;
 }
 
 // A small read of settled data, followed in the batch by another read of
@@ -265,7 +286,7 @@ void Submitter::submit_one(DeviceCtx& d, Command& c) {
   const QueueIndex q = at.queue;
   Waits waits;
   collect_waits(d, c, q, waits);
-  std::vector<cl_event> events;
+  WaitEvents events;
   if (!wait_events(d, c, q, waits, events)) return;
   Enqueued done;
   if (!enqueue_or_fail(d, c, q, events, done)) return;
@@ -389,7 +410,6 @@ Submitter::Placed Submitter::place(DeviceCtx& d, const Command& c) {
 // it goes: the waits stay what the hazards say.
 std::optional<sched::Placement> Submitter::place_for_consumer(const DeviceCtx& d, const Command& c,
                                                               const sched::Estimate& est) const {
-  constexpr std::ptrdiff_t kLookahead = 8;
   const auto writes = [&c](std::uint64_t buffer) {
     return std::any_of(c.accesses.begin(), c.accesses.end(),
                        [&](const Access& a) { return a.write && a.buffer == buffer; });
@@ -429,8 +449,7 @@ void Submitter::collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q
 }
 
 bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w,
-                            std::vector<cl_event>& events) {
-  events.reserve(w.waits.ids().size());
+                            WaitEvents& events) {
   for (CommandId id : w.waits.ids()) {
     const CommandRec& waited = *e.commands.find(id);  // not complete: still stored
     cl_event ev = id == w.gate_of ? waited.gate : event_for_wait(d, id);
@@ -454,7 +473,7 @@ bool Submitter::wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const 
   return true;
 }
 
-bool Submitter::enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events,
+bool Submitter::enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, std::span<const cl_event> events,
                                 Enqueued& done) {
   if (c.op == Op::Timed) {
     cl_int grc = CL_SUCCESS;
@@ -590,7 +609,7 @@ void Submitter::show(const DeviceCtx& d, const Command& c, QueueIndex q, const W
     t.queue = q;
     t.name = c.kernel ? e.progs.kernels.at(c.kernel).name : op_name(c.op);
     t.bytes = c.bytes;
-    t.waits = w.waits.ids();
+    t.waits = w.waits.to_vector();
     e.commands.find(c.id)->extra().trace = std::make_unique<TraceCommand>(std::move(t));
   }
   if (e.schedule_recorder) {
@@ -604,13 +623,13 @@ void Submitter::show(const DeviceCtx& d, const Command& c, QueueIndex q, const W
       if (a.read) s.reads.push_back(Buffer{a.buffer});
       if (a.write) s.writes.push_back(Buffer{a.buffer});
     }
-    s.waits = w.waits.ids();
-    s.completed = w.completed.ids();
+    s.waits = w.waits.to_vector();
+    s.completed = w.completed.to_vector();
     e.undelivered_schedule.push_back(std::move(s));
   }
 }
 
-cl_int Submitter::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits,
+cl_int Submitter::enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, std::span<const cl_event> waits,
                                 cl_event* ev, const char** call) {
   cl_command_queue queue = d.queues[q].queue;
   const cl_uint n = static_cast<cl_uint>(waits.size());

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "engine/records.hpp"
@@ -48,7 +49,7 @@ struct Submitter {
   void submit_all();
   void submit_one(DeviceCtx& d, Command& c);
   void fail_unsubmitted(const Command& c, Error error);
-  cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& waits, cl_event* ev,
+  cl_int enqueue_cl(DeviceCtx& d, Command& c, QueueIndex q, std::span<const cl_event> waits, cl_event* ev,
                     const char** call);
   // Fences the queues whose last command has no event, then flushes the
   // queues with unflushed commands (all, or as Flush::LongRuns says).
@@ -82,6 +83,7 @@ struct Submitter {
   // until it is submitted.
   void record(std::uint32_t device, Command& c);
   // submit_one's steps; false: the command failed and its submission ends.
+  using WaitEvents = sched::ScratchList<cl_event, 8>;
   struct Waits {
     sched::WaitList waits;
     sched::WaitList completed;           // dropped waits, for the schedule record
@@ -109,8 +111,8 @@ struct Submitter {
   bool has_pending_deps(const Command& c) const;  // anything unfinished to wait for, on any queue
   static std::uint64_t cost_kind(const Command& c);
   void collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q, Waits& w);
-  bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, std::vector<cl_event>& events);
-  bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, const std::vector<cl_event>& events, Enqueued& done);
+  bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, WaitEvents& events);
+  bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, std::span<const cl_event> events, Enqueued& done);
   void record_submitted(DeviceCtx& d, const Command& c, const Placed& at, const Enqueued& done, const Waits& w);
   // Someone awaits it: spin for it, or have the driver's callback asked for
   // before the loop next sleeps (ask_callbacks).
@@ -138,6 +140,9 @@ struct Submitter {
   };
   SettledReads settled_;
   bool completed_by_next_read(const Command& c) const;
+  bool read_by_several_later(const Command& c) const;
+  // How far place() and needs_own_event() look ahead in the batch.
+  static constexpr std::ptrdiff_t kLookahead = 8;
 };
 
 }  // namespace uvcl

@@ -391,7 +391,7 @@ CommandId wait_owner(const Engine::Impl& e, const DeviceCtx& d, const Command& c
 // Takes over a command's waits for the engine to poll: each retained, with
 // the command it belongs to, and a driver callback asked for to wake the
 // loop when it completes. Returns the first failure to retain one.
-std::optional<Error> take_waits(Engine::Impl& e, const DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits,
+std::optional<Error> take_waits(Engine::Impl& e, const DeviceCtx& d, const Command& c, std::span<const cl_event> waits,
                                 PolledWaits& out) {
   std::optional<Error> error;
   for (cl_event w : waits) {
@@ -497,7 +497,7 @@ void cross_issue_device(Engine::Impl& e, DeviceCtx& d) {
 
 }  // namespace
 
-void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev) {
+void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, std::span<const cl_event> waits, cl_event* ev) {
   CrossCopy& x = crosses.at(c.cross);
   cl_int rc = CL_SUCCESS;
   *ev = e.api->clCreateUserEvent(d.context, &rc);
@@ -516,7 +516,7 @@ void Transfers::submit_cross_write(DeviceCtx& d, const Command& c, const std::ve
   d.cross_writes.push_back(c.cross);
 }
 
-void Transfers::submit_held_copy(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev) {
+void Transfers::submit_held_copy(DeviceCtx& d, const Command& c, std::span<const cl_event> waits, cl_event* ev) {
   cl_int rc = CL_SUCCESS;
   *ev = e.api->clCreateUserEvent(d.context, &rc);
   if (rc != CL_SUCCESS || *ev == nullptr) {

@@ -134,9 +134,9 @@ struct Transfers {
   void cross_chunk_read(std::uint64_t xid, std::size_t i, const std::optional<Error>& error);
   void poll_crosses();
   void cross_finish(std::uint64_t xid);
-  void submit_cross_write(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
+  void submit_cross_write(DeviceCtx& d, const Command& c, std::span<const cl_event> waits, cl_event* ev);
   // A held copy's submission: its user event (*ev), its waits taken over.
-  void submit_held_copy(DeviceCtx& d, const Command& c, const std::vector<cl_event>& waits, cl_event* ev);
+  void submit_held_copy(DeviceCtx& d, const Command& c, std::span<const cl_event> waits, cl_event* ev);
   // Teardown, before the devices are drained: sets the user events that
   // only the loop would set, so that what waits on them does not hang:
   // failed for copies not finished, complete for held copies (they only

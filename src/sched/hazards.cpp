@@ -5,8 +5,11 @@
 namespace uvcl::sched {
 
 void WaitList::add(CommandId id) {
-  auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
-  if (it == ids_.end() || *it != id) ids_.insert(it, id);
+  const CommandId* at = std::lower_bound(ids_.begin(), ids_.end(), id);
+  if (at != ids_.end() && *at == id) return;
+  const std::size_t i = static_cast<std::size_t>(at - ids_.begin());
+  ids_.push_back(id);  // then moved into place: the list stays sorted
+  std::rotate(ids_.begin() + i, ids_.end() - 1, ids_.end());
 }
 
 void Hazards::collect_waits(const BufferHazards& b, bool write, QueueIndex queue, WaitList& out,

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "sched/ids.hpp"
@@ -39,16 +40,18 @@ struct BufferHazards {
   bool empty() const { return !writer && readers.empty(); }
 };
 
-// A sorted, duplicate-free list of commands to wait for.
+// A sorted, duplicate-free list of commands to wait for. Mostly a few:
+// kept inline, so a wait across queues allocates nothing.
 class WaitList {
  public:
   void add(CommandId id);
-  const std::vector<CommandId>& ids() const { return ids_; }
+  std::span<const CommandId> ids() const { return ids_.span(); }
+  std::vector<CommandId> to_vector() const { return {ids_.begin(), ids_.end()}; }
   bool empty() const { return ids_.empty(); }
   void clear() { ids_.clear(); }
 
  private:
-  std::vector<CommandId> ids_;
+  ScratchList<CommandId, 8> ids_;
 };
 
 class Hazards {

@@ -10,6 +10,7 @@ struct Candidate {
   std::uint64_t finish_ns = 0;
   std::uint64_t score_ns = 0;  // finish, plus what its waits cost the host
   std::size_t cross_waits = 0;
+  CommandId newest_here = 0;  // the newest of the command's deps on this queue
 };
 
 Candidate on_queue(std::uint64_t free_ns, QueueIndex q, std::span<const Dep> deps, const Estimate& est) {
@@ -18,6 +19,7 @@ Candidate on_queue(std::uint64_t free_ns, QueueIndex q, std::span<const Dep> dep
   for (const Dep& d : deps) {
     const bool cross = d.queue != q || d.queue == kNoQueue;
     c.cross_waits += cross ? 1 : 0;
+    if (!cross) c.newest_here = std::max(c.newest_here, d.id);
     start = std::max(start, d.finish_ns + (cross ? est.wait_ns : 0));
   }
   c.finish_ns = start + est.cost_ns;
@@ -25,12 +27,14 @@ Candidate on_queue(std::uint64_t free_ns, QueueIndex q, std::span<const Dep> dep
   return c;
 }
 
-// Ties: fewer waits, then fewer commands in flight (an estimate may have
-// passed while its queue still runs), then the lower index (the caller's
-// order).
+// Ties: fewer waits; then the queue of the newest dep (estimates that have
+// passed while their commands still run all read "now": of those, the one
+// submitted last is expected to end last); then fewer commands in flight;
+// then the lower index (the caller's order).
 bool better(const Candidate& a, std::uint32_t a_load, const Candidate& b, std::uint32_t b_load) {
   if (a.score_ns != b.score_ns) return a.score_ns < b.score_ns;
   if (a.cross_waits != b.cross_waits) return a.cross_waits < b.cross_waits;
+  if (a.newest_here != b.newest_here) return a.newest_here > b.newest_here;
   return a_load < b_load;
 }
 

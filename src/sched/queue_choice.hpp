@@ -11,9 +11,10 @@
 // (the device hands over between queues) and it costs the host a marker, a
 // flush and a wait list. So a queue is judged by when the command would end
 // there plus `wait_ns` per wait across queues; the lowest wins. Ties go to
-// the queue with fewer such waits, then fewer commands in flight (an
-// estimate may have passed while its queue still runs), then the lowest
-// index. A chain stays on its queue (elsewhere it would wait), fan-out of
+// the queue with fewer such waits, then the queue of the newest command
+// waited for (estimates that have passed while their commands still run all
+// read "now"; the one submitted last is expected to end last), then fewer
+// commands in flight, then the lowest index. A chain stays on its queue (elsewhere it would wait), fan-out of
 // work longer than a wait spreads (the producer's queue is busy with the
 // first consumer), a writer of what one queue still reads follows the
 // readers. Times are the engine's estimates on its own clock (ns); the same

@@ -391,6 +391,48 @@ TEST_F(Core, AReadIssuedFromThePrepareStepsCallbacksGetsADriverCallback) {
   eng().set_schedule_recorder({});
 }
 
+// Where only awaited commands get events (NVIDIA's default), a command two
+// later commands read gets its own: the reader placed on another queue
+// waits on it. With a fence instead, made when that reader is placed, after
+// the last command of the producer's queue (the first reader), the readers
+// ran one after the other (figure 12 on an H100 before: uvcl's fan-out as
+// slow as one queue).
+TEST_F(Core, AFanOutsProducerHasItsOwnEventWhereOnlyAwaitedCommandsDo) {
+  Config config = test_config();
+  config.command_events = CommandEvents::Awaited;
+  make_engine(config);
+  program_ = compile(util::kKernels);
+  spin_ = kernel(program_, "spin");
+  permute_ = kernel(program_, "permute");
+  constexpr std::uint32_t n = 64;
+  const Buffer in = upload(std::vector<std::uint32_t>(n, 5));
+  const std::uint32_t iters = util::spin_iters_for(eng(), spin_, 30);  // still running when the readers go
+  auto x = eng().allocate(0, n * 4);
+  auto y1 = eng().allocate(0, n * 4);
+  auto y2 = eng().allocate(0, n * 4);
+  ASSERT_TRUE(x.ok() && y1.ok() && y2.ok());
+  ASSERT_TRUE(eng().finish().ok());
+  std::vector<ScheduleEntry> schedule;
+  eng().set_schedule_recorder([&](const ScheduleEntry& e) { schedule.push_back(e); });
+  const EngineStats before = eng().stats();
+  ASSERT_TRUE(eng().launch(make_launch(spin_, {buf(in), buf(*x), u32(iters), u32(n)}, {n})).ok());
+  ASSERT_TRUE(eng().launch(make_launch(permute_, {buf(*x), buf(*y1), u32(1), u32(n)}, {n})).ok());
+  ASSERT_TRUE(eng().launch(make_launch(permute_, {buf(*x), buf(*y2), u32(2), u32(n)}, {n})).ok());
+  ASSERT_TRUE(eng().finish().ok());
+  eng().set_schedule_recorder({});
+  const EngineStats after = eng().stats();
+  ASSERT_EQ(schedule.size(), 3u);
+  EXPECT_EQ(schedule[1].queue, schedule[0].queue);
+  EXPECT_NE(schedule[2].queue, schedule[0].queue) << "the fan-out did not spread";
+  EXPECT_EQ((after.events - after.fences) - (before.events - before.fences), 1u)
+      << "the producer of the fan-out has no event of its own";
+  const auto xs = download<std::uint32_t>(*x, n);
+  const auto got = download<std::uint32_t>(*y2, n);
+  ASSERT_EQ(got.size(), n);
+  ASSERT_EQ(xs.size(), n);
+  for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ(got[i], xs[(i * 7 + 2) % n] + 2) << i;
+}
+
 // Each iteration allocates a temporary, produces it and consumes it into a
 // long-lived buffer, then releases it. The consumer continues the long-lived
 // buffer's chain on one queue; the producer, fresh work with nothing of its

@@ -16,7 +16,7 @@ struct HazardsTest : ::testing::Test {
   std::vector<CommandId> waits(bool write, QueueIndex q) {
     WaitList w;
     hz.collect_waits(buf, write, q, w);
-    return w.ids();
+    return w.to_vector();
   }
 };
 
@@ -80,9 +80,9 @@ TEST_F(HazardsTest, DroppedWaitsAreReportedAsCompleted) {
   refs.complete.insert(3);
   WaitList out, done;
   hz.collect_waits(buf, true, 2, out, &done);
-  EXPECT_EQ(out.ids(), (std::vector<CommandId>{2}));
+  EXPECT_EQ(out.to_vector(), (std::vector<CommandId>{2}));
   // 3 is on the writer's own queue: ordered there, not a dropped wait.
-  EXPECT_EQ(done.ids(), (std::vector<CommandId>{1}));
+  EXPECT_EQ(done.to_vector(), (std::vector<CommandId>{1}));
 }
 
 TEST_F(HazardsTest, UsesCompleteTracksEverySlot) {
@@ -116,7 +116,7 @@ TEST(WaitListTest, SortedAndDeduplicated) {
   w.add(2);
   w.add(5);
   w.add(9);
-  EXPECT_EQ(w.ids(), (std::vector<CommandId>{2, 5, 9}));
+  EXPECT_EQ(w.to_vector(), (std::vector<CommandId>{2, 5, 9}));
 }
 
 }  // namespace

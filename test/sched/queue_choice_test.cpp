@@ -74,6 +74,17 @@ TEST_F(QueueChoiceTest, AQueueStillRunningPastItsEstimateLosesATieToAnIdleOne) {
   EXPECT_EQ(where({{&b, true}}).queue, 1u);
 }
 
+TEST_F(QueueChoiceTest, WithEveryEstimatePassedTheNewestProducersQueueWins) {
+  // Two producers still running past their estimates (a slow host): the
+  // one submitted last is expected to end last, so the consumer waits on
+  // the other one.
+  BufferHazards x, y;
+  hz.record(x, true, 1, 0, est.now_ns - 90 * kUs);
+  hz.record(y, true, 2, 1, est.now_ns - 60 * kUs);
+  load = {1, 1, 0, 0};
+  EXPECT_EQ(where({{&y, false}, {&x, true}}).queue, 1u);
+}
+
 TEST_F(QueueChoiceTest, AWaitMustSaveMoreThanItCosts) {
   // The consumer's chain queue is busy 3 us longer than another queue:
   // moving saves 3 us of device time but costs a wait (5 us) of the host's.
