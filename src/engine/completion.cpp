@@ -186,14 +186,19 @@ void Completion::complete_queue_front(DeviceCtx& d, QueueIndex qi, std::size_t c
 
 // What the first `count` commands of queue q took, learned by their
 // device's cost table: the time since the queue's last completion (or since
-// it was idle), shared out by what each was estimated to take. Measured by
-// the host when it sees the completion, so a completion seen late reads
-// long; the table's smoothing keeps one late sighting from swinging it.
+// it was idle), or since the first of them was submitted if that came later
+// (the queue may have drained unseen and waited for the host: a stream the
+// host paces would read as the host's pace), shared out by what each was
+// estimated to take. Measured by the host when it sees the completion, so a
+// completion seen late reads long; the table's smoothing keeps one late
+// sighting from swinging it.
 void Completion::learn_costs(DeviceCtx& d, Queue& q, std::size_t count) {
   const std::uint64_t now = uv_hrtime();
-  const std::uint64_t took = now > q.busy_since_ns ? now - q.busy_since_ns : 0;
-  q.busy_since_ns = now;
   count = std::min(count, q.in_flight.size());
+  const std::uint64_t since =
+      count ? std::max(q.busy_since_ns, e.commands.find(q.in_flight.front())->placed_ns) : q.busy_since_ns;
+  const std::uint64_t took = now > since ? now - since : 0;
+  q.busy_since_ns = now;
   std::uint64_t estimated = 0;
   for (std::size_t i = 0; i < count; ++i) estimated += e.commands.find(q.in_flight[i])->cost_ns;
   if (estimated == 0) return;

@@ -133,6 +133,7 @@ struct CommandRec {
   // it was placed: the completion learns from how long it took.
   std::uint64_t cost_kind = 0;
   std::uint64_t cost_ns = 0;
+  std::uint64_t placed_ns = 0;  // the clock of the batch that submitted it
   FinalHook hook;                           // runs once, when final
   std::unique_ptr<CommandExtras> extras;    // nullptr unless one of them is set
   sched::GraphNode node;                    // its place in the dependency graph

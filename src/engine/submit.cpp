@@ -45,18 +45,21 @@ bool Submitter::needs_own_event(const DeviceCtx& d, const Command& c) const {
 // fan-out): at most one of them continues on its queue, and the others
 // wait for it from theirs. Without an event of its own, such a wait takes
 // a fence made then, after the last command of its queue — the first
-// reader at least — so the readers ran one after another.
+// reader at least — so the readers ran one after another. A later writer of
+// the buffer ends the count for it: who reads after reads its data (a chain
+// of in-place updates is one reader each).
 bool Submitter::read_by_several_later(const Command& c) const {
-  if (batch_next_ == nullptr ||
-      std::none_of(c.accesses.begin(), c.accesses.end(), [](const Access& a) { return a.write; }))
-    return false;
-  unsigned readers = 0;
-  for (const Command* y = batch_next_; y != batch_end_ && y - batch_next_ < kLookahead; ++y) {
-    const bool reads = std::any_of(y->accesses.begin(), y->accesses.end(), [&](const Access& a) {
-      return a.read && std::any_of(c.accesses.begin(), c.accesses.end(),
-                                   [&](const Access& w) { return w.write && w.buffer == a.buffer; });
-    });
-    if (reads && ++readers == 2) return true;
+  if (batch_next_ == nullptr) return false;
+  for (const Access& w : c.accesses) {
+    if (!w.write) continue;
+    unsigned readers = 0;
+    for (const Command* y = batch_next_; y != batch_end_ && y - batch_next_ < kLookahead; ++y) {
+      const auto use = std::find_if(y->accesses.begin(), y->accesses.end(),
+                                    [&](const Access& a) { return a.buffer == w.buffer; });
+      if (use == y->accesses.end()) continue;
+      if (use->read && ++readers == 2) return true;
+      if (use->write) break;
+    }
   }
   return false;
 }
@@ -522,6 +525,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, const Placed& a
   CommandRec& r = *e.commands.find(c.id);
   r.cost_kind = at.kind;
   r.cost_ns = at.cost_ns;
+  r.placed_ns = now_ns_;
   r.event = done.event;
   r.gate = done.gate;
   r.queue = q;
