@@ -91,7 +91,7 @@ class ScratchList {
   // entries share a cache line.
   std::size_t size_ = 0;
   std::vector<T> heap_;
-  alignas(T) std::byte inline_[N * sizeof(T)];
+  alignas(T) std::byte inline_[N * sizeof(T)];  // NOLINT(bugprone-sizeof-expression): T may be a pointer (cl_event)
 };
 // NOLINTEND(cppcoreguidelines-pro-type-member-init)
 
