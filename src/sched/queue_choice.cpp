@@ -92,10 +92,8 @@ Placement earliest_finish_for_consumer(const Timelines& t, const Estimate& est, 
     deps[deps.size() - 1] = Dep{0, q, self.finish_ns};
     QueueIndex unused = 0;
     const Candidate next = best_on(Timelines{after.span(), load.span()}, deps.span(), consumer, unused);
-    const bool wins = next.cross_waits != best_consumer.cross_waits ? next.cross_waits < best_consumer.cross_waits
-                      : next.score_ns != best_consumer.score_ns ? next.score_ns < best_consumer.score_ns
-                                                                : better(self, t.load[q], best_self, t.load[best.queue]);
-    if (q == 0 || wins) {
+    if (q == 0 || next.score_ns < best_consumer.score_ns ||
+        (next.score_ns == best_consumer.score_ns && better(self, t.load[q], best_self, t.load[best.queue]))) {
       best = Placement{q, self.finish_ns};
       best_self = self;
       best_consumer = next;

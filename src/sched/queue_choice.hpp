@@ -69,15 +69,10 @@ struct Timelines {
 Placement earliest_finish(const Timelines& t, std::span<const Dep> deps, const Estimate& est);
 
 // For a command with nothing to wait for whose output `consumer` reads next:
-// placed where the consumer, placed in turn, waits across queues the least
-// (on the consumer's chain, if it continues one), then where the consumer
-// would end first, then where the command itself ends first. Waits first,
-// not time: before the kernels are measured every estimate is the default,
-// and a host-paced stream (allocate, produce, consume into a long-lived
-// buffer) learns its pace, not the device's; either way running the
-// producer beside the chain looked faster, and on NVIDIA's driver the wait
-// it took cost more than both launches (figure 6). `consumer_deps`: what
-// the consumer waits for besides this command.
+// placed where the consumer, placed in turn, would end first (on the
+// consumer's chain, so that it waits for nothing across queues), ties to
+// where the command itself ends first. `consumer_deps`: what the consumer
+// waits for besides this command.
 Placement earliest_finish_for_consumer(const Timelines& t, const Estimate& est,
                                        std::span<const Dep> consumer_deps, std::uint64_t consumer_cost_ns);
 
