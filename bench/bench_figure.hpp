@@ -121,6 +121,20 @@ inline Json driver_time(const Ctx& c, double launches) {
 }
 
 // The compute queues an engine made by make_engine(c) has on the benchmarked device.
+// The engine's counters between two snapshots, per `n` (passes, iterations).
+inline Json counters_per(const uvcl::EngineStats& a, const uvcl::EngineStats& b, double n) {
+  auto per = [n](std::uint64_t x, std::uint64_t y) { return static_cast<double>(y - x) / n; };
+  Json out = Json::object();
+  out["cross_queue_waits"] = per(a.cross_queue_waits, b.cross_queue_waits);
+  out["events"] = per(a.events, b.events);
+  out["fences"] = per(a.fences, b.fences);
+  out["flushes"] = per(a.flushes, b.flushes);
+  out["status_queries"] = per(a.status_queries, b.status_queries);
+  out["callbacks"] = per(a.callbacks, b.callbacks);
+  out["polls"] = per(a.polls, b.polls);
+  return out;
+}
+
 inline unsigned default_queues(const Ctx& c) {
   return c.opt.engine_queues.value_or(c.dev().info.type == uvcl::DeviceType::Cpu ? uvcl::kAutoCpuQueues
                                                                                  : uvcl::kAutoGpuQueues);

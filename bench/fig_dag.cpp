@@ -536,14 +536,7 @@ Json fig12(Ctx& c) {
         info[std::string(name) + "_submit_ms"] = median(field(*v, &Pass::submit_ms));
         info[std::string(name) + "_thread_cpu_ms"] = median(field(*v, &Pass::cpu_ms));
       }
-      Json counters = Json::object();
-      counters["events"] = per_pass(s0.events, s1.events);
-      counters["fences"] = per_pass(s0.fences, s1.fences);
-      counters["flushes"] = per_pass(s0.flushes, s1.flushes);
-      counters["status_queries"] = per_pass(s0.status_queries, s1.status_queries);
-      counters["callbacks"] = per_pass(s0.callbacks, s1.callbacks);
-      counters["polls"] = per_pass(s0.polls, s1.polls);
-      info["uvcl_per_pass"] = std::move(counters);
+      info["uvcl_per_pass"] = counters_per(s0, s1, reps);
       info["uvcl_queue_per_node"] = Json::array_of(node_queue);
       info["uvcl_submitted_at_ms"] = Json::array_of(submitted_at);
       info["uvcl_queues_per_pass"] = Json::array_of(queues_per_pass);

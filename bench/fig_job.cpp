@@ -113,17 +113,7 @@ class UvclWay {
         [&] { must(engine_->finish(), "finish"); });
   }
   // The engine's counters per timed pass, over all rounds.
-  Json per_pass() const {
-    const uvcl::EngineStats s1 = engine_->stats();
-    auto per = [&](std::uint64_t a, std::uint64_t b) { return static_cast<double>(b - a) / passes_; };
-    Json out = Json::object();
-    out["cross_queue_waits"] = per(stats0_.cross_queue_waits, s1.cross_queue_waits);
-    out["fences"] = per(stats0_.fences, s1.fences);
-    out["events"] = per(stats0_.events, s1.events);
-    out["status_queries"] = per(stats0_.status_queries, s1.status_queries);
-    out["flushes"] = per(stats0_.flushes, s1.flushes);
-    return out;
-  }
+  Json per_pass() const { return counters_per(stats0_, engine_->stats(), static_cast<double>(passes_)); }
 
  private:
   void pass() {
