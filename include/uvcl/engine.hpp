@@ -120,6 +120,19 @@ struct Launch {
   std::uint64_t tag = 0;             // echoed in the schedule record
 };
 
+// Data a launch reads that is on another device (DeviceOption).
+struct InputMove {
+  std::size_t from_device = 0;
+  std::uint64_t bytes = 0;
+};
+
+// A device a launch could run on (Engine::choose_device).
+struct DeviceOption {
+  uvcl::Kernel kernel{};            // the launch's kernel, from a program built for that device
+  std::uint64_t work_items = 1;     // the launch's global size, its axes multiplied
+  std::vector<InputMove> inputs{};  // what would have to move there first
+};
+
 struct Timing {
   std::uint64_t device_ns = 0;  // profiling end - start
   std::uint64_t wall_ns = 0;    // submission to observed completion
@@ -311,6 +324,17 @@ class Engine {
   // The checks launch() makes (arguments against the kernel's signature,
   // sizes against the device), without launching.
   Result<void> check_launch(const Launch& l);
+  // Which of several devices a launch would end first on: the index into
+  // `options`. Counts each device's queues and the work waiting in its
+  // window, how long the kernel at that size took there before (else that
+  // device's average over its kernels, else a default), and how long the
+  // inputs take to move there (read from their device, then written to
+  // this one, at the rates those devices' transfers have shown; a slow
+  // guess before any, so data stays where it is). A lost device is chosen
+  // only when every option is lost. The engine moves nothing: the caller
+  // copies the inputs (copy()) and launches there. The same state gives
+  // the same answer; ties go to the option that moves less, then the first.
+  Result<std::size_t> choose_device(std::span<const DeviceOption> options) const;
   // Runs the kernel alone once the device's earlier work is done (waiting
   // asynchronously) and reports device and wall nanoseconds.
   Result<void> timed_launch(const Launch& l, TimingCallback on_timed);

@@ -265,6 +265,24 @@ typedef struct {
 int uvcl_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_done_cb on_done, void* user_data);
 /* The checks uvcl_launch makes, without launching. */
 int uvcl_check_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch);
+/* Data a launch reads that is on another device (uvcl::InputMove). */
+typedef struct {
+  size_t from_device;
+  uint64_t bytes;
+} uvcl_input_move_t;
+
+/* A device a launch could run on (uvcl::DeviceOption). */
+typedef struct {
+  uvcl_kernel_t kernel; /* from a program built for that device */
+  uint64_t work_items;  /* the launch's global size, its axes multiplied */
+  const uvcl_input_move_t* inputs; /* what would have to move there first */
+  size_t input_count;
+} uvcl_device_option_t;
+
+/* Which of `count` options the launch would end first on: its index in
+ * *chosen (uvcl::Engine::choose_device says what is counted). The engine
+ * moves nothing: copy the inputs there, then launch there. */
+int uvcl_choose_device(uvcl_engine_t* engine, const uvcl_device_option_t* options, size_t count, size_t* chosen);
 /* Runs the kernel alone once the device's earlier work is done and reports
  * device and wall nanoseconds (device times need "profile": true). */
 int uvcl_timed_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_timing_cb on_timed,

@@ -494,6 +494,24 @@ int uvcl_check_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch) {
   return status_of(engine, eng->check_launch(*l));
 }
 
+int uvcl_choose_device(uvcl_engine_t* engine, const uvcl_device_option_t* options, size_t count, size_t* chosen) {
+  UVCL_ENGINE(engine);
+  if (chosen == nullptr) return invalid(engine, "choose_device: chosen is NULL");
+  if (options == nullptr && count > 0) return invalid(engine, "choose_device: options is NULL");
+  std::vector<uvcl::DeviceOption> list(count);
+  for (size_t i = 0; i < count; ++i) {
+    const uvcl_device_option_t& o = options[i];
+    if (o.inputs == nullptr && o.input_count > 0)
+      return invalid(engine, "choose_device: options[" + std::to_string(i) + "].inputs is NULL");
+    list[i].kernel = uvcl::Kernel{o.kernel};
+    list[i].work_items = o.work_items;
+    for (size_t j = 0; j < o.input_count; ++j) list[i].inputs.push_back({o.inputs[j].from_device, o.inputs[j].bytes});
+  }
+  auto r = eng->choose_device(list);
+  if (r) *chosen = *r;
+  return status_of(engine, r);
+}
+
 int uvcl_timed_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_timing_cb on_timed, void* user_data) {
   UVCL_ENGINE(engine);
   uvcl::Launch* l = nullptr;

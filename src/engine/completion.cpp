@@ -206,7 +206,10 @@ void Completion::learn_costs(DeviceCtx& d, Queue& q, std::size_t count) {
     const CommandRec& r = *e.commands.find(q.in_flight[i]);
     if (r.cost_kind == 0) continue;
     const double share = static_cast<double>(r.cost_ns) / static_cast<double>(estimated);
-    d.costs.learn(r.cost_kind, static_cast<std::uint64_t>(static_cast<double>(took) * share));
+    const auto ns = static_cast<std::uint64_t>(static_cast<double>(took) * share);
+    d.costs.learn(r.cost_kind, ns);
+    if (r.bytes && r.op == Op::Write) d.to_device.learn(r.bytes, ns);
+    if (r.bytes && r.op == Op::Read) d.from_device.learn(r.bytes, ns);
   }
 }
 
@@ -245,7 +248,8 @@ void Completion::event_completed(CommandId id, cl_int status, CommandId failed_a
   CommandRec& r = *e.commands.find(id);
   r.status = status;
   open_gate(r);
-  if (r.bytes && status == CL_COMPLETE) e.devices[r.device]->spin_rates.learn(r.op, r.bytes, uv_hrtime() - r.submit_ns);
+  if (r.bytes && r.submit_ns && status == CL_COMPLETE)
+    e.devices[r.device]->spin_rates.learn(r.op, r.bytes, uv_hrtime() - r.submit_ns);
   if (r.op == Op::Timed && status == CL_COMPLETE) {
     cl_ulong start = 0, end = 0;
     cl_int rc = e.api->clGetEventProfilingInfo(r.event, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);

@@ -124,7 +124,9 @@ struct CommandRec {
   cl_event event = nullptr;
   cl_event gate = nullptr;   // timed launches: a user event later work waits on
   KernelRec* kernel_rec = nullptr;  // as Command::kernel_rec: alive while this command counts a use of it
-  std::size_t bytes = 0;  // a transfer's, while its device learns spin rates
+  // A host transfer's, where its device learns from it: transfer rates
+  // (sched::TransferRate::kMinBytes and up), spin rates (SpinRates).
+  std::size_t bytes = 0;
   std::uint64_t submit_ns = 0;
   std::uint64_t kernel = 0;
   std::uint64_t tag = 0;
@@ -253,6 +255,10 @@ struct DeviceCtx {
   // (uv_hrtime; 0: idle), as queue_choice.hpp places commands.
   std::vector<std::uint64_t> free_ns;
   sched::CostTable costs{kDefaultCostNs, kCostKinds};
+  // Host to device and back, for placing work that has to move there
+  // (Engine::choose_device).
+  static constexpr double kDefaultNsPerByte = 1.0;
+  sched::TransferRate to_device{kDefaultNsPerByte}, from_device{kDefaultNsPerByte};
   std::uint64_t cross_wait_ns = 0;  // Config::cross_wait_us
   sched::Window<Command> window;
   sched::DeviceState state = sched::DeviceState::Ready;

@@ -530,6 +530,7 @@ void Submitter::record_submitted(DeviceCtx& d, const Command& c, const Placed& a
   r.gate = done.gate;
   r.queue = q;
   if (c.op == Op::Timed || e.trace) r.submit_ns = uv_hrtime();  // read by timings and traces only
+  if ((c.op == Op::Write || c.op == Op::Read) && c.bytes >= sched::TransferRate::kMinBytes) r.bytes = c.bytes;
   for (const Access& a : c.accesses)
     if (a.write) r.written.push_back(a.buffer);
   e.completion.transition(r, sched::CommandEvent::Submit);

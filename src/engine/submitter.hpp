@@ -71,6 +71,8 @@ struct Submitter {
   // waits for at most that many more small transfers.
   static constexpr unsigned kSharedReads = 16;
   static constexpr std::size_t kSharedReadMaxBytes = std::size_t{64} * 1024;
+  // Its kind in its device's cost table (sched::CostTable).
+  static std::uint64_t cost_kind(const Command& c);
 
  private:
   // The window's last command, about to be committed, writes the source of
@@ -109,7 +111,6 @@ struct Submitter {
   using Views = sched::ScratchList<sched::AccessView, 8>;
   static void views_of(const Command& c, Views& out);
   bool has_pending_deps(const Command& c) const;  // anything unfinished to wait for, on any queue
-  static std::uint64_t cost_kind(const Command& c);
   void collect_waits(const DeviceCtx& d, const Command& c, QueueIndex q, Waits& w);
   bool wait_events(DeviceCtx& d, const Command& c, QueueIndex q, const Waits& w, WaitEvents& events);
   bool enqueue_or_fail(DeviceCtx& d, Command& c, QueueIndex q, std::span<const cl_event> events, Enqueued& done);

@@ -33,6 +33,32 @@ class CostTable {
   std::unordered_map<std::uint64_t, std::uint64_t> ns_;
 };
 
+// How long moving bytes between a device and the host takes, from the
+// device's earlier transfers: nanoseconds per byte, moved a quarter of the
+// way to each measurement. Only transfers of at least kMinBytes are
+// measured: below that a transfer's time is mostly its fixed cost. Before
+// any measurement, the rate given (a guess that keeps data where it is
+// rather than one that moves it).
+class TransferRate {
+ public:
+  static constexpr std::uint64_t kMinBytes = std::uint64_t{64} << 10;
+  explicit TransferRate(double default_ns_per_byte) : ns_per_byte_(default_ns_per_byte) {}
+
+  std::uint64_t estimate_ns(std::uint64_t bytes) const {
+    return static_cast<std::uint64_t>(ns_per_byte_ * static_cast<double>(bytes));
+  }
+  void learn(std::uint64_t bytes, std::uint64_t ns) {
+    if (bytes < kMinBytes) return;
+    const double measured = static_cast<double>(ns) / static_cast<double>(bytes);
+    ns_per_byte_ = measured_ ? ns_per_byte_ + (measured - ns_per_byte_) / 4 : measured;
+    measured_ = true;
+  }
+
+ private:
+  double ns_per_byte_;
+  bool measured_ = false;
+};
+
 // A kind for the table: two numbers mixed into one key.
 inline std::uint64_t cost_kind(std::uint64_t a, std::uint64_t b) {
   std::uint64_t h = a * 0x9e3779b97f4a7c15ULL ^ (b + 0x7f4a7c159e3779b9ULL + (a << 6) + (a >> 2));

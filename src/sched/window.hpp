@@ -6,6 +6,7 @@
 
 #include <cassert>
 #include <cstddef>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -41,6 +42,8 @@ class Window {
     return batch_;
   }
   void end_batch() { batch_.clear(); }
+  // The commands waiting, oldest first.
+  std::span<const Command> items() const { return items_; }
   bool empty() const { return items_.empty(); }
   std::size_t size() const { return items_.size(); }
   std::size_t capacity() const { return capacity_; }

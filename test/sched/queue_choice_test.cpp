@@ -279,8 +279,9 @@ TEST_F(QueueChoiceTest, ARandomGraphKeepsProgramOrderAndSpreads) {
     for (CommandId i = 1; i < j; ++i)
       for (const Use& ui : uses[i])
         for (const Use& uj : uses[j])
-          if (ui.buffer == uj.buffer && (ui.write || uj.write))
+          if (ui.buffer == uj.buffer && (ui.write || uj.write)) {
             ASSERT_TRUE(before[j].count(i)) << "command " << j << " is not ordered after " << i;
+          }
   std::set<QueueIndex> used(queue_of.begin() + 1, queue_of.end());
   EXPECT_EQ(used.size(), 4u);
 }
