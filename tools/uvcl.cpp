@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cli.hpp"
+#include "json/job.hpp"
 
 namespace {
 
@@ -14,7 +15,7 @@ using uvcl::cli::Args;
 
 constexpr const char* kUsage =
     "usage: uvcl devices [--json] [--config FILE]\n"
-    "       uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE] [--trace FILE]\n"
+    "       uvcl run JOB.json [--config FILE] [--device N|any] [--out DIR] [--schedule FILE] [--trace FILE]\n"
     "                [--no-outputs] [--quiet] [--kernels DIR]\n"
     "       uvcl tune JOB.json [--launch I] [--local 16,32,64|8x8,16x16] [--reps N] [--warmup N] [--json]\n"
     "                 [--config FILE] [--device N]\n"
@@ -41,7 +42,7 @@ constexpr const char* kDevicesHelp =
     "  --json          print a JSON array instead: every field uvcl reads of each device\n";
 
 constexpr const char* kRunHelp =
-    "usage: uvcl run JOB.json [--config FILE] [--device N] [--out DIR] [--schedule FILE] [--trace FILE]\n"
+    "usage: uvcl run JOB.json [--config FILE] [--device N|any] [--out DIR] [--schedule FILE] [--trace FILE]\n"
     "                [--no-outputs] [--quiet] [--kernels DIR]\n"
     "\n"
     "Runs a job file (docs/job-format.md): builds its kernels, fills its buffers, enqueues its launches\n"
@@ -50,7 +51,8 @@ constexpr const char* kRunHelp =
     "a second and stderr is a terminal, a progress line is shown on stderr.\n"
     "\n"
     "options:\n"
-    "  --device N      run on device N (uvcl devices), overriding the job's \"device\"\n"
+    "  --device N      run on device N (uvcl devices), overriding the job's \"device\"; \"any\": each\n"
+    "                  launch that names no device goes where the engine expects it to end first\n"
     "  --out DIR       also write each output as DIR/NAME.npy (NumPy format 1.0); DIR is made if missing\n"
     "                  (with its parents); an output name that is not a plain file name is refused\n"
     "                  before the job runs\n"
@@ -188,6 +190,8 @@ std::optional<std::string> parse(int argc, char** argv, const Command& c, Args& 
       else if (arg == "--listen") a.listen = v;
       else if (arg == "--token-file") a.token_file = v;
       else if (arg == "--local") a.local = v;
+      else if (arg == "--device" && v == "any" && c.name == std::string("run"))
+        a.device = uvcl::job::kAnyDevice;
       else if (arg == "--device" || arg == "--launch") {
         auto n = parse_index(v);
         if (!n) return arg + " needs a non-negative integer, got '" + v + "'";

@@ -109,6 +109,7 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   Result<void> start();
 
  private:
+  Result<void> place_job();
   friend class Prepared;
   void on_cancel();
   void end_cancelled();
@@ -118,7 +119,15 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   Result<void> make_kernels();
   Result<void> make_buffers();  // up to a turn's worth, from next_buffer_
   bool first_use_writes_all(std::size_t buffer, std::size_t bytes) const;
+  bool reads_arg(const job::Launch& jl, std::size_t arg) const;
+  std::size_t valid_slot(std::size_t buffer) const;
+  Result<std::size_t> choose_slot(std::size_t launch) const;
+  Result<void> move_inputs(std::size_t launch, std::size_t slot);
+  void mark_written(std::size_t launch, std::size_t slot);
+  std::string on_device(std::size_t slot) const;
+  std::string build_where(std::size_t program) const;
   Result<void> enqueue_launches();
+  Result<void> build_launch(std::size_t launch, std::size_t slot);
   Result<bool> launch_chunk();  // true: launches remain for a later turn
   Result<bool> next_chunk();    // this turn's buffers, then launches; true: more for a later turn
   bool end_turn(Result<bool> launched);
@@ -138,14 +147,23 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   RunOptions opts_;
   RunCallback done_;
   PrepareCallback prepared_;
-  std::vector<uvcl::Launch> launches_;  // built and checked by enqueue_launches
-  std::size_t device_ = 0;
-  std::vector<uvcl::Program> programs_;           // distinct (source, options)
-  std::vector<std::size_t> kernel_program_;  // job kernel -> programs_ index; kNoProgram: a library kernel
-  std::vector<uvcl::Program> library_program_;  // job kernel -> the library's program (library kernels)
-  std::vector<uvcl::Kernel> kernels_;
+  std::size_t device_ = 0;  // the job's device (RunResult::device)
+  // The devices the job's launches run on, ascending: a job's objects are
+  // kept per slot, X[i * slots + slot]; a job on one device has one slot.
+  std::vector<std::size_t> slots_;
+  std::vector<std::vector<std::size_t>> candidates_;  // per job launch: the slots it may run on
+  std::vector<bool> kernel_on_;  // [kernel * slots + slot]: the kernel is made there
+  std::vector<std::size_t> home_;  // per buffer: the slot its contents start on
+  std::vector<bool> copy_on_;  // [buffer * slots + slot]: the buffer has a copy there
+  std::vector<bool> valid_;  // [buffer * slots + slot]: that copy holds the buffer's current contents
+  std::size_t last_slot_ = 0;  // where the launch enqueued last ran
+  std::vector<uvcl::Launch> launches_;  // [launch * slots + slot], built and checked by enqueue_launches
+  std::vector<uvcl::Program> programs_;           // [distinct (source, options) * slots + slot]
+  std::vector<std::size_t> kernel_program_;  // job kernel -> distinct source; kNoProgram: a library kernel
+  std::vector<uvcl::Program> library_program_;  // [job kernel * slots + slot]: the library's program
+  std::vector<uvcl::Kernel> kernels_;  // [job kernel * slots + slot]; id 0 where it is not made
   std::vector<std::vector<KernelParam>> params_;
-  std::vector<uvcl::Buffer> buffers_;
+  std::vector<uvcl::Buffer> buffers_;  // [buffer * slots + slot]; id 0 where it has no copy
   std::size_t builds_pending_ = 0;
   std::size_t reads_pending_ = 0;
   std::optional<Error> error_;        // a build's, then a read's (first kept)
@@ -187,14 +205,90 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   bool engine_gone_ = false;
 };
 
+// Where each launch may run and where each buffer starts and has copies:
+// the slots. A launch runs on the device it names, else the job's; "any"
+// may choose every device (each that has cl_khr_fp16 if a buffer is half).
+// A buffer starts where the first launch that uses it runs, if that is one
+// device; else on the job's device; else on the first device "any" takes.
+// It has a copy there and on every device a launch using it may run on.
+Result<void> JobRun::place_job() {
+  const std::size_t count = engine_.device_count();
+  const std::size_t job_device = opts_.device ? *opts_.device : job_.device.value_or(0);
+  const auto out_of_range = [count](const std::string& where, std::size_t d) {
+    return job_error(where + "device " + std::to_string(d) + " out of range (" + std::to_string(count) + " devices)");
+  };
+  if (job_device != kAnyDevice && job_device >= count) return out_of_range("", job_device);
+  const auto half = std::find_if(job_.buffers.begin(), job_.buffers.end(),
+                                 [](const job::Buffer& b) { return b.type == ScalarType::Half; });
+  const auto lacks_fp16 = [&](std::size_t d) { return half != job_.buffers.end() && !engine_.device(d)->fp16; };
+  std::vector<std::size_t> any;
+  for (std::size_t d = 0; d < count; ++d)
+    if (!lacks_fp16(d)) any.push_back(d);
+  std::vector<std::vector<std::size_t>> devices(job_.launches.size());
+  for (std::size_t li = 0; li < job_.launches.size(); ++li) {
+    const std::size_t want = job_.launches[li].device.value_or(job_device);
+    const std::string where = "launches[" + std::to_string(li) + "].device: ";
+    if (want != kAnyDevice && want >= count) return out_of_range(where, want);
+    if (want == kAnyDevice && any.empty())
+      return job_error(where + "\"any\", but no device has cl_khr_fp16, which buffers." + half->name +
+                       " (type half) needs");
+    devices[li] = want == kAnyDevice ? any : std::vector<std::size_t>{want};
+  }
+  const std::size_t fallback = job_device != kAnyDevice ? job_device : any.empty() ? 0 : any.front();
+  std::vector<std::optional<std::size_t>> home(job_.buffers.size());
+  std::vector<bool> used(count, false);
+  for (std::size_t li = 0; li < job_.launches.size(); ++li) {
+    for (std::size_t d : devices[li]) used[d] = true;
+    for (const Arg& a : job_.launches[li].args)
+      if (a.kind == Arg::Kind::Buffer && !home[a.buffer])
+        home[a.buffer] = devices[li].size() == 1 ? devices[li][0] : fallback;
+  }
+  for (auto& h : home) used[h.value_or(fallback)] = true;
+  for (std::size_t d = 0; d < count; ++d)
+    if (used[d]) slots_.push_back(d);
+  if (slots_.empty()) slots_.push_back(fallback);  // nothing to run: the job's device, for its result
+  for (std::size_t d : slots_)
+    if (lacks_fp16(d))
+      return job_error("buffers." + half->name + ": type half needs cl_khr_fp16, which device " + std::to_string(d) +
+                       " lacks");
+  if (prepared_ && slots_.size() > 1)
+    return job_error("the job runs on " + std::to_string(slots_.size()) +
+                     " devices; it can be prepared (uvcl tune) on one only: give every launch the same \"device\"");
+  const std::size_t ns = slots_.size();
+  std::vector<std::size_t> slot_of(count, 0);
+  for (std::size_t s = 0; s < ns; ++s) slot_of[slots_[s]] = s;
+  candidates_.resize(job_.launches.size());
+  kernel_on_.assign(job_.kernels.size() * ns, false);
+  copy_on_.assign(job_.buffers.size() * ns, false);
+  for (std::size_t b = 0; b < job_.buffers.size(); ++b) {
+    home_.push_back(slot_of[home[b].value_or(fallback)]);
+    copy_on_[b * ns + home_.back()] = true;
+  }
+  for (std::size_t li = 0; li < job_.launches.size(); ++li) {
+    const job::Launch& jl = job_.launches[li];
+    for (std::size_t d : devices[li]) {
+      const std::size_t slot = slot_of[d];
+      candidates_[li].push_back(slot);
+      kernel_on_[jl.kernel * ns + slot] = true;
+      for (const Arg& a : jl.args)
+        if (a.kind == Arg::Kind::Buffer) copy_on_[a.buffer * ns + slot] = true;
+    }
+  }
+  for (std::size_t k = 0; k < job_.kernels.size(); ++k)  // a kernel no launch uses is still made, once
+    if (std::none_of(kernel_on_.begin() + static_cast<std::ptrdiff_t>(k * ns),
+                     kernel_on_.begin() + static_cast<std::ptrdiff_t>((k + 1) * ns), [](bool on) { return on; }))
+      kernel_on_[k * ns] = true;
+  device_ = job_device != kAnyDevice ? job_device : slots_.front();
+  return {};
+}
+
 Result<void> JobRun::start() {
   t_start_ = uv_hrtime();
-  device_ = opts_.device ? *opts_.device : job_.device.value_or(0);
-  if (device_ >= engine_.device_count())
-    return job_error("device " + std::to_string(device_) + " out of range (" +
-                     std::to_string(engine_.device_count()) + " devices)");
+  UVCL_TRY(place_job());
+  const std::size_t ns = slots_.size();
   result_.device = device_;
   result_.stats.queues = engine_.device(device_)->queues;
+  if (ns > 1) result_.stats.launches_per_device.assign(engine_.device_count(), 0);
   // Sums that wrap would slip past the limits: two repeats of 2^63 made 0
   // launches to check and ran for ever; buffer sizes past 2^64 made a small
   // total. Overflow is refused whatever the limit.
@@ -206,11 +300,16 @@ Result<void> JobRun::start() {
   if (opts_.max_launches && total_launches > opts_.max_launches)
     return job_error("launches: " + std::to_string(total_launches) + " launches, the limit is " +
                      std::to_string(opts_.max_launches));
+  // A buffer with copies on several devices counts once per copy.
   std::uint64_t total_bytes = 0;
-  for (const job::Buffer& b : job_.buffers) {
+  for (std::size_t bi = 0; bi < job_.buffers.size(); ++bi) {
+    const job::Buffer& b = job_.buffers[bi];
+    const auto copies = static_cast<std::uint64_t>(
+        std::count(copy_on_.begin() + static_cast<std::ptrdiff_t>(bi * ns),
+                   copy_on_.begin() + static_cast<std::ptrdiff_t>((bi + 1) * ns), true));
     std::uint64_t bytes = 0;
     if (__builtin_mul_overflow(b.count, std::uint64_t{scalar_size(b.type)}, &bytes) ||
-        __builtin_add_overflow(total_bytes, bytes, &total_bytes))
+        __builtin_mul_overflow(bytes, copies, &bytes) || __builtin_add_overflow(total_bytes, bytes, &total_bytes))
       return job_error("buffers." + b.name + ": the job's buffers, counted up to this one, pass 2^64 - 1 bytes");
   }
   if (opts_.cancel) {
@@ -221,17 +320,15 @@ Result<void> JobRun::start() {
     });
   }
   if (opts_.max_buffer_bytes && total_bytes > opts_.max_buffer_bytes)
-    return job_error("buffers: " + std::to_string(total_bytes) + " bytes, the limit is " +
-                     std::to_string(opts_.max_buffer_bytes));
-  for (const job::Buffer& b : job_.buffers)
-    if (b.type == ScalarType::Half && !engine_.device(device_)->fp16)
-      return job_error("buffers." + b.name + ": type half needs cl_khr_fp16, which device " +
-                       std::to_string(device_) + " lacks");
+    return job_error("buffers: " + std::to_string(total_bytes) + " bytes" +
+                     (ns > 1 ? std::string(" (a copy on each device a buffer's launches may run on)") : "") +
+                     ", the limit is " + std::to_string(opts_.max_buffer_bytes));
 
   // Sources, deduplicated: one build per distinct (source, options, whether
   // they replace opencl.build_options).
   using BuildKey = std::tuple<std::string, std::string, bool>;
   std::map<BuildKey, std::size_t> seen;
+  library_program_.resize(job_.kernels.size() * ns);
   std::vector<BuildKey> sources;
   for (std::size_t ki = 0; ki < job_.kernels.size(); ++ki) {
     const job::Kernel& k = job_.kernels[ki];
@@ -241,13 +338,15 @@ Result<void> JobRun::start() {
         return job_error(where + ": " + json::quote(k.name) +
                          " names a kernel of a library (FILE:ENTRY: uvcl serve --kernels DIR or uvcl run --kernels DIR), "
                          "and none was given");
-      auto p = opts_.library->program(k.library, device_);
-      if (!p) return std::move(p).error().context(where);
-      library_program_.push_back(p.value());
+      for (std::size_t slot = 0; slot < ns; ++slot) {
+        if (!kernel_on_[ki * ns + slot]) continue;
+        auto p = opts_.library->program(k.library, slots_[slot]);
+        if (!p) return std::move(p).error().context(where);
+        library_program_[ki * ns + slot] = p.value();
+      }
       kernel_program_.push_back(kNoProgram);
       continue;
     }
-    library_program_.emplace_back();
     if (!opts_.allow_sources)
       return job_error("kernels." + k.name +
                        ": this server runs only its own kernels (launches name them FILE:ENTRY); it was started "
@@ -273,33 +372,52 @@ Result<void> JobRun::start() {
     if (fresh) sources.push_back(std::move(key));
     kernel_program_.push_back(it->second);
   }
-  stats_before_ = engine_.stats();
-  builds_pending_ = sources.size();
-  auto self = shared_from_this();
-  for (std::size_t i = 0; i < sources.size(); ++i) {
-    const auto& [source, options, replace] = sources[i];
-    auto p = engine_.compile(
-        device_, source, options, [self, i](Result<void> r) { self->built(i, std::move(r)); },
-        replace ? BuildOptionsMode::Replace : BuildOptionsMode::Add);
-    if (!p) {
-      builds_pending_ -= sources.size() - i;  // the rest never start
-      Error e = std::move(p).error();
+  // Each source is built on every device one of its kernels is made on.
+  std::vector<std::size_t> builds;  // programs_ indexes
+  for (std::size_t i = 0; i < sources.size(); ++i)
+    for (std::size_t slot = 0; slot < ns; ++slot)
       for (std::size_t k = 0; k < job_.kernels.size(); ++k)
-        if (kernel_program_[k] == i) {
-          e.context("kernels." + job_.kernels[k].name);
+        if (kernel_program_[k] == i && kernel_on_[k * ns + slot]) {
+          builds.push_back(i * ns + slot);
           break;
         }
-      error_ = std::move(e);
+  programs_.resize(sources.size() * ns);
+  stats_before_ = engine_.stats();
+  builds_pending_ = builds.size();
+  auto self = shared_from_this();
+  for (std::size_t n = 0; n < builds.size(); ++n) {
+    const std::size_t at = builds[n];
+    const auto& [source, options, replace] = sources[at / ns];
+    auto p = engine_.compile(
+        slots_[at % ns], source, options, [self, at](Result<void> r) { self->built(at, std::move(r)); },
+        replace ? BuildOptionsMode::Replace : BuildOptionsMode::Add);
+    if (!p) {
+      builds_pending_ -= builds.size() - n;  // the rest never start
+      error_ = std::move(p).error().context(build_where(at));
       if (builds_pending_ == 0) {
         cleanup();
         return std::move(*error_);
       }
       return {};  // the builds started report back; then fail() runs
     }
-    programs_.push_back(p.value());
+    programs_[at] = p.value();
   }
-  if (sources.empty()) run();
+  if (builds.empty()) run();
   return {};
+}
+
+// A build's kernel, for its errors: the first of the job's kernels it
+// makes, and the device where the job runs on several.
+std::string JobRun::build_where(std::size_t program) const {
+  const std::size_t ns = slots_.size();
+  for (std::size_t k = 0; k < job_.kernels.size(); ++k)
+    if (kernel_program_[k] == program / ns) return "kernels." + job_.kernels[k].name + on_device(program % ns);
+  return "kernels";
+}
+
+// " (device N)" where the job runs on several devices; else nothing.
+std::string JobRun::on_device(std::size_t slot) const {
+  return slots_.size() > 1 ? " (device " + std::to_string(slots_[slot]) + ")" : std::string();
 }
 
 void JobRun::built(std::size_t program, Result<void> r) {
@@ -311,12 +429,7 @@ void JobRun::built(std::size_t program, Result<void> r) {
   if (!r && !error_) {
     Error e = std::move(r).error();
     if (opts_.untrusted_kernels) e.message = scrub_paths(e.message);  // the log names the server's files
-    for (std::size_t k = 0; k < job_.kernels.size(); ++k)
-      if (kernel_program_[k] == program) {
-        e.context("kernels." + job_.kernels[k].name);
-        break;
-      }
-    error_ = std::move(e);
+    error_ = std::move(e).context(build_where(program));
   }
   if (builds_pending_ > 0) return;
   if (error_) {
@@ -417,16 +530,23 @@ void JobRun::settle() {
 Result<bool> JobRun::launch_chunk() {
   const std::uint64_t budget = opts_.launches_per_turn;
   std::uint64_t n = 0;
-  while (next_launch_ < launches_.size()) {
+  while (next_launch_ < job_.launches.size()) {
     if (next_repeat_ >= job_.launches[next_launch_].repeat) {
       ++next_launch_;
       next_repeat_ = 0;
       continue;
     }
     if (budget && n == budget) return true;  // more next turn
-    if (auto res = engine_.launch(launches_[next_launch_]); !res)
-      return std::move(res).error().context("launches[" + std::to_string(next_launch_) + "]");
+    const std::string where = "launches[" + std::to_string(next_launch_) + "]";
+    auto slot = choose_slot(next_launch_);
+    if (!slot) return std::move(slot).error().context(where);
+    UVCL_TRY(move_inputs(next_launch_, *slot));
+    if (auto res = engine_.launch(launches_[next_launch_ * slots_.size() + *slot]); !res)
+      return std::move(res).error().context(where);
+    mark_written(next_launch_, *slot);
+    if (slots_.size() > 1) ++result_.stats.launches_per_device[slots_[*slot]];
     last_launched_ = next_launch_;
+    last_slot_ = *slot;
     ++next_repeat_;
     ++result_.stats.launches;
     ++n;
@@ -542,7 +662,7 @@ void JobRun::mark_chunk() {
     if (self->turns_) uv_idle_start(&self->turns_->idle, keep_polling);  // a chunk held back may go now
     if (self->cancelled_) self->end_cancelled();
   };
-  auto r = engine_.read(buffers_[pick->buffer], 0, scalar_size(jb.type), std::move(marked));
+  auto r = engine_.read(buffers_[pick->buffer * slots_.size() + last_slot_], 0, scalar_size(jb.type), std::move(marked));
   if (r) ++chunks_pending_;
 }
 
@@ -554,19 +674,26 @@ std::string JobRun::library_kernel_where(std::size_t kernel) const {
 }
 
 Result<void> JobRun::make_kernels() {
+  const std::size_t ns = slots_.size();
+  kernels_.resize(job_.kernels.size() * ns);
+  params_.resize(job_.kernels.size());
   for (std::size_t i = 0; i < job_.kernels.size(); ++i) {
     const job::Kernel& jk = job_.kernels[i];
-    const uvcl::Program program =
-        kernel_program_[i] == kNoProgram ? library_program_[i] : programs_[kernel_program_[i]];
-    auto k = engine_.kernel(program, jk.entry.empty() ? jk.name : jk.entry);
-    if (!k && !jk.library.empty())
-      return job_error(library_kernel_where(i) + ": no kernel function " + json::quote(jk.entry) + " in " +
-                       jk.library + ".cl of the server's library");
-    if (!k) return std::move(k).error().context("kernels." + jk.name);
-    kernels_.push_back(k.value());
-    auto params = engine_.kernel_params(k.value());
-    if (!params) return std::move(params).error().context("kernels." + jk.name);
-    params_.push_back(std::move(params.value()));
+    for (std::size_t slot = 0; slot < ns; ++slot) {
+      if (!kernel_on_[i * ns + slot]) continue;
+      const uvcl::Program program = kernel_program_[i] == kNoProgram ? library_program_[i * ns + slot]
+                                                                     : programs_[kernel_program_[i] * ns + slot];
+      auto k = engine_.kernel(program, jk.entry.empty() ? jk.name : jk.entry);
+      if (!k && !jk.library.empty())
+        return job_error(library_kernel_where(i) + ": no kernel function " + json::quote(jk.entry) + " in " +
+                         jk.library + ".cl of the server's library");
+      if (!k) return std::move(k).error().context("kernels." + jk.name + on_device(slot));
+      kernels_[i * ns + slot] = k.value();
+      if (!params_[i].empty()) continue;  // the same source everywhere: the same parameters
+      auto params = engine_.kernel_params(k.value());
+      if (!params) return std::move(params).error().context("kernels." + jk.name);
+      params_[i] = std::move(params.value());
+    }
   }
   return {};
 }
@@ -594,26 +721,37 @@ bool JobRun::first_use_writes_all(std::size_t buffer, std::size_t bytes) const {
   return false;  // no launch uses it: its zeros are the output
 }
 
+// Each buffer gets its copies (copy_on_), and its first contents where it
+// starts (home_).
 Result<void> JobRun::make_buffers() {
   const std::uint64_t budget = opts_.launches_per_turn;
+  const std::size_t ns = slots_.size();
+  buffers_.resize(job_.buffers.size() * ns);
+  valid_.resize(job_.buffers.size() * ns, false);
   for (std::uint64_t n = 0; next_buffer_ < job_.buffers.size() && (budget == 0 || n < budget); ++n) {
-    const job::Buffer& jb = job_.buffers[next_buffer_++];
+    const std::size_t bi = next_buffer_++;
+    const job::Buffer& jb = job_.buffers[bi];
     const std::string where = "buffers." + jb.name;
     const std::size_t elem = scalar_size(jb.type);
     const std::size_t bytes = jb.count * elem;
-    auto b = engine_.allocate(device_, bytes);
-    if (!b) return std::move(b).error().context(where);
-    buffers_.push_back(b.value());
+    for (std::size_t slot = 0; slot < ns; ++slot) {
+      if (!copy_on_[bi * ns + slot]) continue;
+      auto copy = engine_.allocate(slots_[slot], bytes);
+      if (!copy) return std::move(copy).error().context(where + on_device(slot));
+      buffers_[bi * ns + slot] = copy.value();
+    }
+    valid_[bi * ns + home_[bi]] = true;
+    const uvcl::Buffer b = buffers_[bi * ns + home_[bi]];
     Result<void> r;
     switch (jb.init.kind) {
       case Init::Kind::Zero: {
-        if (first_use_writes_all(next_buffer_ - 1, bytes)) break;  // the zeros would never be seen
+        if (first_use_writes_all(bi, bytes)) break;  // the zeros would never be seen
         const std::byte zero{0};
-        r = engine_.fill(b.value(), std::span<const std::byte>(&zero, 1), 0, bytes);
+        r = engine_.fill(b, std::span<const std::byte>(&zero, 1), 0, bytes);
         break;
       }
-      case Init::Kind::Fill: r = engine_.fill(b.value(), jb.init.bytes, 0, bytes); break;
-      case Init::Kind::Data: r = engine_.write(b.value(), 0, jb.init.bytes); break;
+      case Init::Kind::Fill: r = engine_.fill(b, jb.init.bytes, 0, bytes); break;
+      case Init::Kind::Data: r = engine_.write(b, 0, jb.init.bytes); break;
       case Init::Kind::File: {
         if (!opts_.allow_files) return job_error(where + ".init.file: files are not allowed here");
         // Never more than the buffer holds: "/dev/zero" or a huge file must
@@ -624,12 +762,12 @@ Result<void> JobRun::make_buffers() {
           return job_error(where + ".init.file: " + jb.init.path + " has " + std::to_string(data->size()) +
                            " bytes, expected " + std::to_string(bytes) + " (" + std::to_string(jb.count) + " " +
                            std::string(scalar_type_name(jb.type)) + ")");
-        r = engine_.write(b.value(), 0, std::as_bytes(std::span<const char>(data->data(), data->size())));
+        r = engine_.write(b, 0, std::as_bytes(std::span<const char>(data->data(), data->size())));
         break;
       }
       case Init::Kind::Safetensors:
         if (!opts_.allow_files) return job_error(where + ".init.safetensors: files are not allowed here");
-        if (auto u = upload_tensor(engine_, disk_, join_path(opts_.base_dir, jb.init.path), jb, b.value(),
+        if (auto u = upload_tensor(engine_, disk_, join_path(opts_.base_dir, jb.init.path), jb, b,
                                    where + ".init");
             !u)
           return std::move(u).error();  // already says where
@@ -640,15 +778,106 @@ Result<void> JobRun::make_buffers() {
   return {};
 }
 
+// Whether the launch reads argument `arg` (a buffer), so that its contents
+// must be where the launch runs: anything but a write-only parameter the
+// launch stores whole (stores_whole_buffer).
+bool JobRun::reads_arg(const job::Launch& jl, std::size_t arg) const {
+  const auto& params = params_[jl.kernel];
+  if (arg >= params.size() || params[arg].access != ParamAccess::WriteOnly) return true;
+  const job::Buffer& jb = job_.buffers[jl.args[arg].buffer];
+  return !stores_whole_buffer(params[arg], jl.global, jb.count * scalar_size(jb.type));
+}
+
+// A slot whose copy of the buffer is current: where it starts if that is.
+std::size_t JobRun::valid_slot(std::size_t buffer) const {
+  const std::size_t ns = slots_.size();
+  if (valid_[buffer * ns + home_[buffer]]) return home_[buffer];
+  for (std::size_t slot = 0; slot < ns; ++slot)
+    if (valid_[buffer * ns + slot]) return slot;
+  return home_[buffer];  // not reached: a buffer always has a current copy
+}
+
+// Where the launch runs: its one device, or the one among those "any" may
+// take where the engine expects it to end first, counting the inputs it
+// would have to move there.
+Result<std::size_t> JobRun::choose_slot(std::size_t li) const {
+  const std::vector<std::size_t>& candidates = candidates_[li];
+  if (candidates.size() == 1) return candidates[0];
+  const std::size_t ns = slots_.size();
+  const job::Launch& jl = job_.launches[li];
+  std::uint64_t work_items = 1;
+  for (std::uint64_t g : jl.global) work_items *= g;
+  std::vector<DeviceOption> options(candidates.size());
+  for (std::size_t c = 0; c < candidates.size(); ++c) {
+    const std::size_t slot = candidates[c];
+    options[c].kernel = kernels_[jl.kernel * ns + slot];
+    options[c].work_items = work_items;
+    for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+      const Arg& a = jl.args[ai];
+      if (a.kind != Arg::Kind::Buffer || valid_[a.buffer * ns + slot] || !reads_arg(jl, ai)) continue;
+      const job::Buffer& jb = job_.buffers[a.buffer];
+      options[c].inputs.push_back({slots_[valid_slot(a.buffer)], jb.count * scalar_size(jb.type)});
+    }
+  }
+  auto chosen = engine_.choose_device(options);
+  if (!chosen) return std::move(chosen).error();
+  return candidates[*chosen];
+}
+
+// Copies what the launch reads to where it runs, if it is not there yet.
+Result<void> JobRun::move_inputs(std::size_t li, std::size_t slot) {
+  const std::size_t ns = slots_.size();
+  const job::Launch& jl = job_.launches[li];
+  for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+    const Arg& a = jl.args[ai];
+    if (a.kind != Arg::Kind::Buffer || valid_[a.buffer * ns + slot] || !reads_arg(jl, ai)) continue;
+    const job::Buffer& jb = job_.buffers[a.buffer];
+    const std::size_t bytes = jb.count * scalar_size(jb.type);
+    const std::size_t from = valid_slot(a.buffer);
+    if (auto r = engine_.copy(buffers_[a.buffer * ns + from], 0, buffers_[a.buffer * ns + slot], 0, bytes); !r)
+      return std::move(r).error().context("launches[" + std::to_string(li) + "]: moving buffers." + jb.name +
+                                          " from device " + std::to_string(slots_[from]) + " to device " +
+                                          std::to_string(slots_[slot]));
+    valid_[a.buffer * ns + slot] = true;
+    ++result_.stats.moves;
+    result_.stats.bytes_moved += bytes;
+  }
+  return {};
+}
+
+// What the launch writes is current only where it ran.
+void JobRun::mark_written(std::size_t li, std::size_t slot) {
+  const std::size_t ns = slots_.size();
+  if (ns == 1) return;
+  const job::Launch& jl = job_.launches[li];
+  const auto& params = params_[jl.kernel];
+  for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+    const Arg& a = jl.args[ai];
+    if (a.kind != Arg::Kind::Buffer || (ai < params.size() && params[ai].access == ParamAccess::ReadOnly)) continue;
+    for (std::size_t other = 0; other < ns; ++other) valid_[a.buffer * ns + other] = other == slot;
+  }
+}
+
+// Every launch, on every device it may run on, built and checked.
 Result<void> JobRun::enqueue_launches() {
-  std::vector<uvcl::Launch>& launches = launches_;
-  for (std::size_t li = 0; li < job_.launches.size(); ++li) {
+  const std::size_t ns = slots_.size();
+  launches_.resize(job_.launches.size() * ns);
+  for (std::size_t li = 0; li < job_.launches.size(); ++li)
+    for (std::size_t slot : candidates_[li]) UVCL_TRY(build_launch(li, slot));
+  // Everything checked: nothing runs unless all of it can. launch_chunk
+  // enqueues them (prepare_job: the caller launches).
+  return {};
+}
+
+Result<void> JobRun::build_launch(std::size_t li, std::size_t slot) {
+  const std::size_t ns = slots_.size();
+  {
     const job::Launch& jl = job_.launches[li];
     const job::Kernel& jk = job_.kernels[jl.kernel];
-    const std::string where = "launches[" + std::to_string(li) + "] (kernel " + jk.name + ")";
+    const std::string where = "launches[" + std::to_string(li) + "] (kernel " + jk.name + ")" + on_device(slot);
     const auto& params = params_[jl.kernel];
     uvcl::Launch l;
-    l.kernel = kernels_[jl.kernel];
+    l.kernel = kernels_[jl.kernel * ns + slot];
     l.tag = li;
     for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
       const Arg& a = jl.args[ai];
@@ -663,7 +892,7 @@ Result<void> JobRun::enqueue_launches() {
               return job_error(at + ": kernel " + jk.name + " parameter " + p->name + " is " + p->type_name +
                                ", buffer " + jb.name + " holds " + std::string(scalar_type_name(jb.type)));
           }
-          l.args.push_back(KernelArg::of(buffers_[a.buffer]));
+          l.args.push_back(KernelArg::of(buffers_[a.buffer * ns + slot]));
           break;
         }
         case Arg::Kind::Scalar: {
@@ -682,10 +911,8 @@ Result<void> JobRun::enqueue_launches() {
     for (std::uint64_t g : jl.global) l.global.emplace_back(static_cast<std::size_t>(g));
     for (std::uint64_t g : jl.local) l.local.push_back(static_cast<std::size_t>(g));
     if (auto r = engine_.check_launch(l); !r) return std::move(r).error().context(where);
-    launches.push_back(std::move(l));
+    launches_[li * ns + slot] = std::move(l);
   }
-  // Everything checked: nothing runs unless all of it can. launch_chunk
-  // enqueues them (prepare_job: the caller launches).
   return {};
 }
 
@@ -722,7 +949,8 @@ void JobRun::read_outputs() {
     Output& out = result_.outputs[i];
     out.name = jb.name;
     out.type = jb.type;
-    auto r = engine_.read(buffers_[job_.outputs[i]], 0, jb.count * scalar_size(jb.type),
+    const std::size_t bi = job_.outputs[i];
+    auto r = engine_.read(buffers_[bi * slots_.size() + valid_slot(bi)], 0, jb.count * scalar_size(jb.type),
                           [self, i](Result<std::span<const std::byte>> data) {
                             --self->reads_pending_;
                             if (!data) {
@@ -781,9 +1009,12 @@ void JobRun::cleanup() {
     return;
   }
   if (opts_.record_schedule) engine_.set_schedule_recorder({});
-  for (uvcl::Buffer b : buffers_) (void)engine_.release(b);
-  for (uvcl::Kernel k : kernels_) (void)engine_.release(k);
-  for (uvcl::Program p : programs_) (void)engine_.release(p);
+  for (uvcl::Buffer b : buffers_)
+    if (b.id != 0) (void)engine_.release(b);
+  for (uvcl::Kernel k : kernels_)
+    if (k.id != 0) (void)engine_.release(k);
+  for (uvcl::Program p : programs_)
+    if (p.id != 0) (void)engine_.release(p);
   buffers_.clear();
   kernels_.clear();
   programs_.clear();
@@ -792,7 +1023,7 @@ void JobRun::cleanup() {
 std::string JobRun::schedule_entry_json(const ScheduleEntry& s) const {
   auto name_of = [&](uvcl::Buffer b) -> std::string {
     for (std::size_t i = 0; i < buffers_.size(); ++i)
-      if (buffers_[i] == b) return job_.buffers[i].name;
+      if (buffers_[i] == b) return job_.buffers[i / slots_.size()].name;
     return "#" + std::to_string(b.id);
   };
   std::string out = "{\"id\": " + std::to_string(s.id) + ", \"op\": \"" + s.op + "\"";
@@ -921,11 +1152,18 @@ std::string result_json(const Engine& engine, const RunResult& r) {
   char stats[320];
   std::snprintf(stats, sizeof stats,
                 "}, \"stats\": {\"launches\": %llu, \"commands\": %llu, \"cross_queue_waits\": %llu, "
-                "\"queues\": %u, \"compile_ms\": %.3f, \"run_ms\": %.3f}}",
+                "\"queues\": %u, \"compile_ms\": %.3f, \"run_ms\": %.3f",
                 static_cast<unsigned long long>(r.stats.launches), static_cast<unsigned long long>(r.stats.commands),
                 static_cast<unsigned long long>(r.stats.cross_queue_waits), r.stats.queues, r.stats.compile_ms,
                 r.stats.run_ms);
-  return out + stats;
+  out += stats;
+  if (!r.stats.launches_per_device.empty()) {
+    out += ", \"launches_per_device\": [";
+    for (std::size_t d = 0; d < r.stats.launches_per_device.size(); ++d)
+      out += (d ? ", " : "") + std::to_string(r.stats.launches_per_device[d]);
+    out += "], \"moves\": " + std::to_string(r.stats.moves) + ", \"bytes_moved\": " + std::to_string(r.stats.bytes_moved);
+  }
+  return out + "}}";
 }
 
 std::string npy_header(const Output& o) {

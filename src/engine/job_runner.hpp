@@ -48,7 +48,9 @@ class JobCancel {
 };
 
 struct RunOptions {
-  std::optional<std::size_t> device;  // overrides the job's "device"
+  // Overrides the job's "device" (an index, or kAnyDevice); a launch's own
+  // "device" still wins.
+  std::optional<std::size_t> device;
   std::string base_dir = ".";          // "file" keys resolve against it
   bool allow_files = true;
   // Kernels from the network (uvcl serve): sources and options are checked
@@ -90,7 +92,12 @@ struct RunStats {
   std::uint64_t commands = 0;     // commands submitted for the job
   std::uint64_t cross_queue_waits = 0;
   double compile_ms = 0, run_ms = 0;
-  unsigned queues = 0;
+  unsigned queues = 0;  // the job's device's
+  // A job on several devices ("device" per launch, or "any"): launches by
+  // device index, and the copies that moved a buffer to where a launch read
+  // it. Empty and 0 on one device.
+  std::vector<std::uint64_t> launches_per_device;
+  std::uint64_t moves = 0, bytes_moved = 0;
 };
 
 struct RunResult {

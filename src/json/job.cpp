@@ -146,12 +146,7 @@ class JobParser {
   Result<Job> parse(od::object& root) {
     bool has_buffers = false, has_launches = false;  // "kernels" is optional: library kernels only
     auto field = [&](std::string_view key, od::value& v, const Path& p) -> Result<void> {
-      if (key == "device") {
-        std::uint64_t d = 0;
-        UVCL_TRY(r_.get_uint(v, p, 0, std::numeric_limits<std::size_t>::max(), d, "a non-negative integer"));
-        job_.device = static_cast<std::size_t>(d);
-        return {};
-      }
+      if (key == "device") return device(v, p, job_.device);
       if (key == "buffers") {
         has_buffers = true;
         return buffers(v, p);
@@ -371,6 +366,23 @@ class JobParser {
     return r_.elements(arr, at, element);
   }
 
+  // A device index, or "any" (kAnyDevice). Whether the index exists is the
+  // runner's to say: it knows the engine.
+  Result<void> device(od::value& v, const Path& at, std::optional<std::size_t>& out) {
+    constexpr std::string_view kWhat = "a device index (a non-negative integer) or \"any\"";
+    if (Reader::lead(v) == '"') {
+      std::string_view s;
+      UVCL_TRY(r_.get_string(v, at, s, kWhat));
+      if (s != "any") return r_.fail(at, "expected " + std::string(kWhat) + ", got " + json::quote(s));
+      out = kAnyDevice;
+      return {};
+    }
+    std::uint64_t d = 0;
+    UVCL_TRY(r_.get_uint(v, at, 0, kAnyDevice - 1, d, kWhat));
+    out = static_cast<std::size_t>(d);
+    return {};
+  }
+
   Result<void> launch(od::value& v, const Path& at) {
     od::object obj;
     UVCL_TRY(r_.get_object(v, at, obj, "a launch object"));
@@ -397,9 +409,10 @@ class JobParser {
         return sizes(f, p, l.global);
       }
       if (key == "local") return sizes(f, p, l.local);
+      if (key == "device") return device(f, p, l.device);
       return r_.get_uint(f, p, 1, kU64Max, l.repeat, kPositive);
     };
-    UVCL_TRY(r_.fields(obj, at, {"kernel", "args", "global", "local", "repeat"}, field));
+    UVCL_TRY(r_.fields(obj, at, {"kernel", "args", "global", "local", "repeat", "device"}, field));
     if (!has_kernel) return r_.fail(at, "missing required key \"kernel\"");
     if (!has_args) return r_.fail(at, "missing required key \"args\"");
     if (!has_global) return r_.fail(at, "missing required key \"global\"");

@@ -9,6 +9,7 @@
 // any "file" key is an error.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -58,8 +59,13 @@ struct Arg {
   std::uint64_t local_bytes = 0;
 };
 
+// A "device" of "any": the runner picks the device per launch
+// (Engine::choose_device).
+inline constexpr std::size_t kAnyDevice = SIZE_MAX;
+
 struct Launch {
   std::size_t kernel = 0;  // index into Job::kernels
+  std::optional<std::size_t> device;  // a device index or kAnyDevice; absent: the job's
   std::vector<Arg> args;
   std::vector<std::uint64_t> global;  // 1..3 positive
   std::vector<std::uint64_t> local;   // empty or same length as global
@@ -67,7 +73,7 @@ struct Launch {
 };
 
 struct Job {
-  std::optional<std::size_t> device;
+  std::optional<std::size_t> device;  // a device index or kAnyDevice; absent: 0
   std::vector<Buffer> buffers;   // in document order
   std::vector<Kernel> kernels;   // in document order
   std::vector<Launch> launches;

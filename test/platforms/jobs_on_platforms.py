@@ -1,5 +1,5 @@
 """Runs every example job on each device configuration — one PoCL device,
-two PoCL devices, and Oclgrind (an OpenCL simulator that also checks kernels
+two PoCL devices (on the second, and on "any"), and Oclgrind (an OpenCL simulator that also checks kernels
 for data races and out-of-bounds accesses) — and requires identical outputs.
 Usage: jobs_on_platforms.py UVCL_BINARY JOBS_DIR"""
 import glob
@@ -24,7 +24,9 @@ def run(job, env_extra, device):
 
 
 icd = tempfile.mkdtemp(prefix="uvcl-icd-")
-configs = [("pocl", {}, 0), ("pocl-two-devices", {"POCL_DEVICES": "pthread pthread"}, 1)]
+configs = [("pocl", {}, 0), ("pocl-two-devices", {"POCL_DEVICES": "pthread pthread"}, 1),
+           # --device any: each launch where the engine expects it to end first.
+           ("pocl-two-devices-any", {"POCL_DEVICES": "pthread pthread"}, "any")]
 if os.path.exists("/usr/lib/oclgrind/liboclgrind-rt-icd.so"):
     with open(os.path.join(icd, "oclgrind.icd"), "w") as f:
         f.write("/usr/lib/oclgrind/liboclgrind-rt-icd.so\n")
