@@ -124,4 +124,11 @@ inline Child spawn_child(const std::string& filter, const std::vector<std::pair<
 
 using uvcl::testing::Watchdog;  // ../watchdog.hpp
 
+// Empty when the child ran `test` (Suite.DISABLED_Name) and it passed;
+// else what to show: the test, the exit code and the child's output.
+inline std::string child_test_failure(const Child& c, const std::string& test) {
+  if (c.output.find("[       OK ] " + test) != std::string::npos) return {};
+  return "child test " + test + " did not pass (exit " + std::to_string(c.exit_code) + "):\n" + c.output;
+}
+
 }  // namespace uvcl::testing::child_process

@@ -33,11 +33,7 @@ const Child& devices_child() {
 }
 
 void expect_devices_child_passed(const char* test) {
-  const Child& c = devices_child();
-  const std::string ok = std::string("[       OK ] JobDevicesChild.") + test;
-  EXPECT_NE(c.output.find(ok), std::string::npos) << "child test " << test << " did not pass (exit " << c.exit_code
-                                                   << "):\n"
-                                                   << c.output;
+  EXPECT_EQ(child_process::child_test_failure(devices_child(), std::string("JobDevicesChild.") + test), "");
 }
 
 constexpr const char* kMixSource =

@@ -28,11 +28,7 @@ const Child& child() {
 }
 
 void expect_child_passed(const char* test) {
-  const Child& c = child();
-  const std::string ok = std::string("[       OK ] EngineTwoDevicesChild.") + test;
-  EXPECT_NE(c.output.find(ok), std::string::npos) << "child test " << test << " did not pass (exit " << c.exit_code
-                                                   << "):\n"
-                                                   << c.output;
+  EXPECT_EQ(child_process::child_test_failure(child(), std::string("EngineTwoDevicesChild.") + test), "");
 }
 
 // --- the child's tests ---------------------------------------------------------
