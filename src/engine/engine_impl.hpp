@@ -35,7 +35,8 @@
 
 namespace uvcl {
 
-struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, sched::GraphNodes {
+// Hidden: a nested class takes its visibility from the exported Engine.
+struct UVCL_HIDDEN Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, sched::GraphNodes {
   Config config;
   std::unique_ptr<cl::Library> library;
   const cl::Api* api = nullptr;
