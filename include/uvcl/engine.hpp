@@ -237,7 +237,7 @@ using TimingCallback = std::function<void(Result<Timing>)>;
 using BuildCallback = std::function<void(Result<void>)>;
 using ErrorListener = std::function<void(const Error&)>;
 
-class UVCL_EXPORT Engine {
+class Engine {
  public:
   // Loads OpenCL, enumerates devices, creates one context and
   // config.queues in-order queues per device (DeviceInfo::queues).

@@ -13,8 +13,6 @@
 #include <string_view>
 #include <utility>
 
-#include "uvcl/export.h"
-
 namespace uvcl {
 
 enum class Status {
@@ -43,9 +41,9 @@ enum class Status {
 };
 
 // "MemoryAllocation", "KernelCompilation", ...
-UVCL_EXPORT std::string_view status_name(Status s) noexcept;
+std::string_view status_name(Status s) noexcept;
 
-struct UVCL_EXPORT Error {
+struct Error {
   Status status = Status::Ok;
   std::string message;
 
@@ -64,7 +62,7 @@ namespace detail {
 // value() of an error, or error() of a value: a programming error. Prints
 // "uvcl: Result::value() of an error: <Status>: <message>" (or the
 // error() case) on stderr and aborts, in every build type.
-[[noreturn]] UVCL_EXPORT void bad_result_access(const Error* error) noexcept;
+[[noreturn]] void bad_result_access(const Error* error) noexcept;
 }  // namespace detail
 
 // A value or an Error. Accessing value() of an error (or error() of a

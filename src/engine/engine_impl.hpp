@@ -35,8 +35,7 @@
 
 namespace uvcl {
 
-// Hidden: a nested class takes its visibility from the exported Engine.
-struct UVCL_HIDDEN Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, sched::GraphNodes {
+struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, sched::GraphNodes {
   Config config;
   std::unique_ptr<cl::Library> library;
   const cl::Api* api = nullptr;
