@@ -121,13 +121,13 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
   bool first_use_writes_all(std::size_t buffer, std::size_t bytes) const;
   bool reads_arg(const job::Launch& jl, std::size_t arg) const;
   std::size_t valid_slot(std::size_t buffer) const;
-  Result<std::size_t> choose_slot(std::size_t launch) const;
-  Result<void> move_inputs(std::size_t launch, std::size_t slot);
-  void mark_written(std::size_t launch, std::size_t slot);
+  Result<std::size_t> choose_slot(std::size_t li) const;
+  Result<void> move_inputs(std::size_t li, std::size_t slot);
+  void mark_written(std::size_t li, std::size_t slot);
   std::string on_device(std::size_t slot) const;
   std::string build_where(std::size_t program) const;
   Result<void> enqueue_launches();
-  Result<void> build_launch(std::size_t launch, std::size_t slot);
+  Result<void> build_launch(std::size_t li, std::size_t slot);
   Result<bool> launch_chunk();  // true: launches remain for a later turn
   Result<bool> next_chunk();    // this turn's buffers, then launches; true: more for a later turn
   bool end_turn(Result<bool> launched);
@@ -871,48 +871,46 @@ Result<void> JobRun::enqueue_launches() {
 
 Result<void> JobRun::build_launch(std::size_t li, std::size_t slot) {
   const std::size_t ns = slots_.size();
-  {
-    const job::Launch& jl = job_.launches[li];
-    const job::Kernel& jk = job_.kernels[jl.kernel];
-    const std::string where = "launches[" + std::to_string(li) + "] (kernel " + jk.name + ")" + on_device(slot);
-    const auto& params = params_[jl.kernel];
-    uvcl::Launch l;
-    l.kernel = kernels_[jl.kernel * ns + slot];
-    l.tag = li;
-    for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
-      const Arg& a = jl.args[ai];
-      const std::string at = "launches[" + std::to_string(li) + "].args[" + std::to_string(ai) + "]";
-      const KernelParam* p = ai < params.size() ? &params[ai] : nullptr;
-      switch (a.kind) {
-        case Arg::Kind::Buffer: {
-          const job::Buffer& jb = job_.buffers[a.buffer];
-          if (p) {
-            auto pointee = param_pointee(p->type_name);
-            if (pointee && *pointee != jb.type)
-              return job_error(at + ": kernel " + jk.name + " parameter " + p->name + " is " + p->type_name +
-                               ", buffer " + jb.name + " holds " + std::string(scalar_type_name(jb.type)));
-          }
-          l.args.push_back(KernelArg::of(buffers_[a.buffer * ns + slot]));
-          break;
+  const job::Launch& jl = job_.launches[li];
+  const job::Kernel& jk = job_.kernels[jl.kernel];
+  const std::string where = "launches[" + std::to_string(li) + "] (kernel " + jk.name + ")" + on_device(slot);
+  const auto& params = params_[jl.kernel];
+  uvcl::Launch l;
+  l.kernel = kernels_[jl.kernel * ns + slot];
+  l.tag = li;
+  for (std::size_t ai = 0; ai < jl.args.size(); ++ai) {
+    const Arg& a = jl.args[ai];
+    const std::string at = "launches[" + std::to_string(li) + "].args[" + std::to_string(ai) + "]";
+    const KernelParam* p = ai < params.size() ? &params[ai] : nullptr;
+    switch (a.kind) {
+      case Arg::Kind::Buffer: {
+        const job::Buffer& jb = job_.buffers[a.buffer];
+        if (p) {
+          auto pointee = param_pointee(p->type_name);
+          if (pointee && *pointee != jb.type)
+            return job_error(at + ": kernel " + jk.name + " parameter " + p->name + " is " + p->type_name +
+                             ", buffer " + jb.name + " holds " + std::string(scalar_type_name(jb.type)));
         }
-        case Arg::Kind::Scalar: {
-          if (p && p->access == ParamAccess::Scalar) {
-            auto want = param_scalar(p->type_name);
-            if (want && *want != a.scalar.type)
-              return job_error(at + ": kernel " + jk.name + " parameter " + p->name + " is " + p->type_name +
-                               ", got " + std::string(scalar_type_name(a.scalar.type)));
-          }
-          l.args.push_back(KernelArg::of(a.scalar));
-          break;
-        }
-        case Arg::Kind::Local: l.args.push_back(KernelArg::local(a.local_bytes)); break;
+        l.args.push_back(KernelArg::of(buffers_[a.buffer * ns + slot]));
+        break;
       }
+      case Arg::Kind::Scalar: {
+        if (p && p->access == ParamAccess::Scalar) {
+          auto want = param_scalar(p->type_name);
+          if (want && *want != a.scalar.type)
+            return job_error(at + ": kernel " + jk.name + " parameter " + p->name + " is " + p->type_name +
+                             ", got " + std::string(scalar_type_name(a.scalar.type)));
+        }
+        l.args.push_back(KernelArg::of(a.scalar));
+        break;
+      }
+      case Arg::Kind::Local: l.args.push_back(KernelArg::local(a.local_bytes)); break;
     }
-    for (std::uint64_t g : jl.global) l.global.emplace_back(static_cast<std::size_t>(g));
-    for (std::uint64_t g : jl.local) l.local.push_back(static_cast<std::size_t>(g));
-    if (auto r = engine_.check_launch(l); !r) return std::move(r).error().context(where);
-    launches_[li * ns + slot] = std::move(l);
   }
+  for (std::uint64_t g : jl.global) l.global.emplace_back(static_cast<std::size_t>(g));
+  for (std::uint64_t g : jl.local) l.local.push_back(static_cast<std::size_t>(g));
+  if (auto r = engine_.check_launch(l); !r) return std::move(r).error().context(where);
+  launches_[li * ns + slot] = std::move(l);
   return {};
 }
 
