@@ -327,7 +327,7 @@ class Engine {
   // Which of several devices a launch would end first on: the index into
   // `options`. Counts each device's queues and the work waiting in its
   // window, how long the kernel at that size took there before (else that
-  // device's average over its kernels, else a default), and how long the
+  // device's average over all it measured, else a default), and how long the
   // inputs take to move there (read from their device, then written to
   // this one, at the rates those devices' transfers have shown; a slow
   // guess before any, so data stays where it is). A lost device is chosen
