@@ -177,12 +177,12 @@ struct Config {
 
 // InvalidConfig naming the first field out of range (as its JSON key path),
 // its value and the range.
-Result<void> validate_config(const Config& config);
+UVCL_EXPORT Result<void> validate_config(const Config& config);
 // Parses a config document. `origin` names it in messages (a file path).
-Result<Config> parse_config(std::string_view json, std::string_view origin = "config");
+UVCL_EXPORT Result<Config> parse_config(std::string_view json, std::string_view origin = "config");
 // Reads and parses a file.
-Result<Config> load_config_file(const std::string& path);
+UVCL_EXPORT Result<Config> load_config_file(const std::string& path);
 // --config FILE if given (non-empty), else $UVCL_CONFIG, else defaults.
-Result<Config> load_config(const std::string& path_or_empty);
+UVCL_EXPORT Result<Config> load_config(const std::string& path_or_empty);
 
 }  // namespace uvcl

@@ -8,10 +8,12 @@
 #include <string>
 #include <vector>
 
+#include "uvcl/export.h"
+
 namespace uvcl {
 
 enum class DeviceType { Cpu, Gpu, Accelerator, Custom, Other };
-const char* device_type_name(DeviceType t) noexcept;  // "cpu", "gpu", ...
+UVCL_EXPORT const char* device_type_name(DeviceType t) noexcept;  // "cpu", "gpu", ...
 
 struct DeviceInfo {
   std::size_t index = 0;           // engine-wide device index

@@ -30,6 +30,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "uvcl/config.hpp"
@@ -237,7 +238,33 @@ using TimingCallback = std::function<void(Result<Timing>)>;
 using BuildCallback = std::function<void(Result<void>)>;
 using ErrorListener = std::function<void(const Error&)>;
 
-class Engine {
+class Engine;
+
+// Keeps an engine busy while code built on it waits for something of its own
+// (a file read on the same loop, say) that will give the engine more work:
+// while a hold lives, run_until and finish keep turning the loop even when
+// no command is in flight, as they would for the engine's own work. Made by
+// Engine::hold_busy(); released by release() or the destructor, which may
+// run after the engine is gone (it then does nothing). Move-only.
+class UVCL_EXPORT BusyHold {
+ public:
+  BusyHold() = default;
+  BusyHold(BusyHold&& other) noexcept;
+  BusyHold& operator=(BusyHold&& other) noexcept;
+  BusyHold(const BusyHold&) = delete;
+  BusyHold& operator=(const BusyHold&) = delete;
+  ~BusyHold();
+  void release();
+  bool held() const { return engine_ != nullptr; }
+
+ private:
+  friend class Engine;
+  BusyHold(Engine* engine, std::weak_ptr<const void> alive) : engine_(engine), alive_(std::move(alive)) {}
+  Engine* engine_ = nullptr;
+  std::weak_ptr<const void> alive_;
+};
+
+class UVCL_EXPORT Engine {
  public:
   // Loads OpenCL, enumerates devices, creates one context and
   // config.queues in-order queues per device (DeviceInfo::queues).
@@ -390,11 +417,13 @@ class Engine {
   // the engine in its own loop handles (the job runner): check it before
   // touching the engine from a callback that may run after teardown.
   std::weak_ptr<const void> lifetime() const;
+  // A hold that keeps the engine busy until released (BusyHold).
+  BusyHold hold_busy();
 
   struct Impl;
 
  private:
-  friend struct EngineAccess;  // uvcl's own components (the job runner)
+  friend class BusyHold;
   explicit Engine(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };

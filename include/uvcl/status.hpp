@@ -13,6 +13,8 @@
 #include <string_view>
 #include <utility>
 
+#include "uvcl/export.h"
+
 namespace uvcl {
 
 enum class Status {
@@ -41,9 +43,9 @@ enum class Status {
 };
 
 // "MemoryAllocation", "KernelCompilation", ...
-std::string_view status_name(Status s) noexcept;
+UVCL_EXPORT std::string_view status_name(Status s) noexcept;
 
-struct Error {
+struct UVCL_EXPORT Error {
   Status status = Status::Ok;
   std::string message;
 
@@ -62,7 +64,7 @@ namespace detail {
 // value() of an error, or error() of a value: a programming error. Prints
 // "uvcl: Result::value() of an error: <Status>: <message>" (or the
 // error() case) on stderr and aborts, in every build type.
-[[noreturn]] void bad_result_access(const Error* error) noexcept;
+[[noreturn]] UVCL_EXPORT void bad_result_access(const Error* error) noexcept;
 }  // namespace detail
 
 // A value or an Error. Accessing value() of an error (or error() of a

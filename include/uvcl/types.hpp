@@ -9,16 +9,18 @@
 #include <string_view>
 #include <type_traits>
 
+#include "uvcl/export.h"
+
 namespace uvcl {
 
 // Every OpenCL C scalar type a kernel argument or buffer element can have.
 enum class ScalarType : std::uint8_t { Char, UChar, Short, UShort, Int, UInt, Long, ULong, Half, Float, Double };
 
-std::size_t scalar_size(ScalarType t) noexcept;                          // bytes: 1, 2, 4 or 8
-std::string_view scalar_type_name(ScalarType t) noexcept;                // "uint", "half", ...
-std::optional<ScalarType> scalar_type_from_name(std::string_view name) noexcept;
-bool scalar_is_float(ScalarType t) noexcept;                             // half, float, double
-bool scalar_is_signed(ScalarType t) noexcept;                            // char..long (not floats)
+UVCL_EXPORT std::size_t scalar_size(ScalarType t) noexcept;                          // bytes: 1, 2, 4 or 8
+UVCL_EXPORT std::string_view scalar_type_name(ScalarType t) noexcept;                // "uint", "half", ...
+UVCL_EXPORT std::optional<ScalarType> scalar_type_from_name(std::string_view name) noexcept;
+UVCL_EXPORT bool scalar_is_float(ScalarType t) noexcept;                             // half, float, double
+UVCL_EXPORT bool scalar_is_signed(ScalarType t) noexcept;                            // char..long (not floats)
 
 // A scalar kernel argument: its type and little-endian bytes. Half values are
 // carried as IEEE binary16 bits (use Scalar::half_bits).
@@ -59,7 +61,7 @@ struct Scalar {
 };
 
 // IEEE binary16 <-> binary32, round to nearest even.
-std::uint16_t float_to_half(float f) noexcept;
-float half_to_float(std::uint16_t h) noexcept;
+UVCL_EXPORT std::uint16_t float_to_half(float f) noexcept;
+UVCL_EXPORT float half_to_float(std::uint16_t h) noexcept;
 
 }  // namespace uvcl

@@ -29,6 +29,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "uvcl/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -59,11 +61,11 @@ typedef enum {
 } uvcl_status;
 
 /* "InvalidArgument" (uvcl::status_name), "Ok" for 0, "Unknown" otherwise. */
-const char* uvcl_err_name(int status);
+UVCL_EXPORT const char* uvcl_err_name(int status);
 /* A sentence describing the status ("a bad argument at the API edge"). */
-const char* uvcl_strerror(int status);
+UVCL_EXPORT const char* uvcl_strerror(int status);
 /* The library's version, "MAJOR.MINOR.PATCH". */
-const char* uvcl_version_string(void);
+UVCL_EXPORT const char* uvcl_version_string(void);
 
 typedef struct uvcl_engine_s uvcl_engine_t;
 typedef uint64_t uvcl_buffer_t;
@@ -88,21 +90,21 @@ typedef int (*uvcl_done_fn)(void* user_data);
  * engine owns. As sqlite3_open does, *out is set even on failure (to a
  * handle that only holds the error, NULL only when out of memory): read
  * uvcl_engine_last_error(*out), then uvcl_engine_destroy(*out). */
-int uvcl_engine_create(uvcl_engine_t** out, const char* config_json, struct uv_loop_s* loop);
+UVCL_EXPORT int uvcl_engine_create(uvcl_engine_t** out, const char* config_json, struct uv_loop_s* loop);
 /* Destroys the engine (blocking on work already on the devices; see
  * uvcl_close for the non-blocking way). Callbacks of unfinished work run,
  * with UVCL_ECANCELLED. On a caller's loop, run it once more afterwards for
  * the handles' close callbacks. NULL: nothing. Allowed inside a callback:
  * deferred until the outermost uvcl call on the stack returns. */
-void uvcl_engine_destroy(uvcl_engine_t* engine);
+UVCL_EXPORT void uvcl_engine_destroy(uvcl_engine_t* engine);
 /* Closes without blocking the loop; on_closed (required) runs on the loop
  * once every handle is closed. Destroy the engine afterwards. */
-int uvcl_close(uvcl_engine_t* engine, uvcl_closed_cb on_closed, void* user_data);
+UVCL_EXPORT int uvcl_close(uvcl_engine_t* engine, uvcl_closed_cb on_closed, void* user_data);
 /* The message of the engine's last failed call ("" if none); valid until the
  * next failed call on the engine. NULL engine: a message saying so. */
-const char* uvcl_engine_last_error(const uvcl_engine_t* engine);
+UVCL_EXPORT const char* uvcl_engine_last_error(const uvcl_engine_t* engine);
 /* The loop the engine runs on (its own, or the caller's). */
-struct uv_loop_s* uvcl_engine_loop(const uvcl_engine_t* engine);
+UVCL_EXPORT struct uv_loop_s* uvcl_engine_loop(const uvcl_engine_t* engine);
 
 /* --- devices -------------------------------------------------------------- */
 
@@ -127,19 +129,19 @@ typedef struct {
   const char* extensions;
 } uvcl_device_info_t;
 
-size_t uvcl_device_count(const uvcl_engine_t* engine); /* 0 for NULL or a failed engine */
-int uvcl_device_info(const uvcl_engine_t* engine, size_t device, uvcl_device_info_t* out);
+UVCL_EXPORT size_t uvcl_device_count(const uvcl_engine_t* engine); /* 0 for NULL or a failed engine */
+UVCL_EXPORT int uvcl_device_info(const uvcl_engine_t* engine, size_t device, uvcl_device_info_t* out);
 /* 1 if the device stopped working, 0 if not, negative on error. */
-int uvcl_device_lost(const uvcl_engine_t* engine, size_t device);
+UVCL_EXPORT int uvcl_device_lost(const uvcl_engine_t* engine, size_t device);
 
 /* --- memory --------------------------------------------------------------- */
 
-int uvcl_buffer_allocate(uvcl_engine_t* engine, size_t device, size_t bytes, uvcl_buffer_t* out);
-int uvcl_buffer_retain(uvcl_engine_t* engine, uvcl_buffer_t buffer);
+UVCL_EXPORT int uvcl_buffer_allocate(uvcl_engine_t* engine, size_t device, size_t bytes, uvcl_buffer_t* out);
+UVCL_EXPORT int uvcl_buffer_retain(uvcl_engine_t* engine, uvcl_buffer_t buffer);
 /* At zero references the buffer is freed once its last uses complete. */
-int uvcl_buffer_release(uvcl_engine_t* engine, uvcl_buffer_t buffer);
-int uvcl_buffer_size(uvcl_engine_t* engine, uvcl_buffer_t buffer, size_t* out);
-uint64_t uvcl_free_bytes(const uvcl_engine_t* engine, size_t device);
+UVCL_EXPORT int uvcl_buffer_release(uvcl_engine_t* engine, uvcl_buffer_t buffer);
+UVCL_EXPORT int uvcl_buffer_size(uvcl_engine_t* engine, uvcl_buffer_t buffer, size_t* out);
+UVCL_EXPORT uint64_t uvcl_free_bytes(const uvcl_engine_t* engine, size_t device);
 
 /* Pinned host memory of a device's context (uvcl::HostMemory): write from
  * it with UVCL_WRITE_BORROW and read into it with uvcl_read_into at the
@@ -149,9 +151,9 @@ typedef struct {
   void* data;
   size_t bytes;
 } uvcl_host_memory_t;
-int uvcl_host_alloc(uvcl_engine_t* engine, size_t device, size_t bytes, uvcl_host_memory_t* out);
+UVCL_EXPORT int uvcl_host_alloc(uvcl_engine_t* engine, size_t device, size_t bytes, uvcl_host_memory_t* out);
 /* Takes effect once no transfer in flight uses it. */
-int uvcl_host_release(uvcl_engine_t* engine, const uvcl_host_memory_t* memory);
+UVCL_EXPORT int uvcl_host_release(uvcl_engine_t* engine, const uvcl_host_memory_t* memory);
 
 /* --- transfers (asynchronous, hazard-tracked) ------------------------------ */
 
@@ -161,19 +163,19 @@ typedef enum {
 } uvcl_write_mode;
 
 /* on_done may be NULL (fire and forget) in write, fill and copy. */
-int uvcl_write(uvcl_engine_t* engine, uvcl_buffer_t dst, size_t offset, const void* src, size_t bytes,
+UVCL_EXPORT int uvcl_write(uvcl_engine_t* engine, uvcl_buffer_t dst, size_t offset, const void* src, size_t bytes,
                uvcl_write_mode mode, uvcl_done_cb on_done, void* user_data);
 /* Repeats a pattern of 1..128 bytes (a power of two); offset and bytes are
  * multiples of it. */
-int uvcl_fill(uvcl_engine_t* engine, uvcl_buffer_t dst, const void* pattern, size_t pattern_bytes, size_t offset,
+UVCL_EXPORT int uvcl_fill(uvcl_engine_t* engine, uvcl_buffer_t dst, const void* pattern, size_t pattern_bytes, size_t offset,
               size_t bytes, uvcl_done_cb on_done, void* user_data);
 /* A sync point for the buffer's last writer. on_data is required. */
-int uvcl_read(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, size_t bytes, uvcl_read_cb on_data,
+UVCL_EXPORT int uvcl_read(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, size_t bytes, uvcl_read_cb on_data,
               void* user_data);
 /* Into caller memory, which stays alive and untouched until on_done. */
-int uvcl_read_into(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes,
+UVCL_EXPORT int uvcl_read_into(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes,
                    uvcl_done_cb on_done, void* user_data);
-int uvcl_copy(uvcl_engine_t* engine, uvcl_buffer_t src, size_t src_offset, uvcl_buffer_t dst, size_t dst_offset,
+UVCL_EXPORT int uvcl_copy(uvcl_engine_t* engine, uvcl_buffer_t src, size_t src_offset, uvcl_buffer_t dst, size_t dst_offset,
               size_t bytes, uvcl_done_cb on_done, void* user_data);
 
 /* --- programs and kernels ------------------------------------------------- */
@@ -186,12 +188,12 @@ typedef enum {
 /* Builds OpenCL C for a device in a compiler process. The id in *out is
  * valid at once; on_built reports the build (a KernelCompilation message
  * carries the build log). `options` may be NULL. */
-int uvcl_compile(uvcl_engine_t* engine, size_t device, const char* source, const char* options,
+UVCL_EXPORT int uvcl_compile(uvcl_engine_t* engine, size_t device, const char* source, const char* options,
                  uvcl_build_options_mode mode, uvcl_done_cb on_built, void* user_data, uvcl_program_t* out);
 /* Compiles and runs the loop until built. Not from inside a callback. */
-int uvcl_compile_sync(uvcl_engine_t* engine, size_t device, const char* source, const char* options,
+UVCL_EXPORT int uvcl_compile_sync(uvcl_engine_t* engine, size_t device, const char* source, const char* options,
                       uvcl_build_options_mode mode, uvcl_program_t* out);
-int uvcl_program_release(uvcl_engine_t* engine, uvcl_program_t program);
+UVCL_EXPORT int uvcl_program_release(uvcl_engine_t* engine, uvcl_program_t program);
 
 /* uvcl::ParamAccess. */
 typedef enum {
@@ -204,9 +206,9 @@ typedef enum {
 
 /* A kernel of a built program. `declared` (NULL, or one access per
  * parameter: declared_count) overrides what kernel argument info infers. */
-int uvcl_kernel_create(uvcl_engine_t* engine, uvcl_program_t program, const char* entry,
+UVCL_EXPORT int uvcl_kernel_create(uvcl_engine_t* engine, uvcl_program_t program, const char* entry,
                        const uvcl_param_access* declared, size_t declared_count, uvcl_kernel_t* out);
-int uvcl_kernel_release(uvcl_engine_t* engine, uvcl_kernel_t kernel);
+UVCL_EXPORT int uvcl_kernel_release(uvcl_engine_t* engine, uvcl_kernel_t kernel);
 
 /* uvcl::KernelParam. Strings stay valid until the next uvcl_kernel_params
  * call on the engine. */
@@ -220,7 +222,7 @@ typedef struct {
 } uvcl_kernel_param_t;
 /* Writes up to `capacity` parameters to `out` (NULL with capacity 0 to
  * count them) and their number to *count. */
-int uvcl_kernel_params(uvcl_engine_t* engine, uvcl_kernel_t kernel, uvcl_kernel_param_t* out, size_t capacity,
+UVCL_EXPORT int uvcl_kernel_params(uvcl_engine_t* engine, uvcl_kernel_t kernel, uvcl_kernel_param_t* out, size_t capacity,
                        size_t* count);
 
 /* --- launches ------------------------------------------------------------- */
@@ -262,9 +264,9 @@ typedef struct {
 /* Fire and forget. on_done: NULL, or called once the launch is final (its
  * own failure, one it inherits, or UVCL_ECANCELLED); no heap allocation
  * for the callback. */
-int uvcl_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_done_cb on_done, void* user_data);
+UVCL_EXPORT int uvcl_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_done_cb on_done, void* user_data);
 /* The checks uvcl_launch makes, without launching. */
-int uvcl_check_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch);
+UVCL_EXPORT int uvcl_check_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch);
 /* Data a launch reads that is on another device (uvcl::InputMove). */
 typedef struct {
   size_t from_device;
@@ -282,10 +284,10 @@ typedef struct {
 /* Which of `count` options the launch would end first on: its index in
  * *chosen (uvcl::Engine::choose_device says what is counted). The engine
  * moves nothing: copy the inputs there, then launch there. */
-int uvcl_choose_device(uvcl_engine_t* engine, const uvcl_device_option_t* options, size_t count, size_t* chosen);
+UVCL_EXPORT int uvcl_choose_device(uvcl_engine_t* engine, const uvcl_device_option_t* options, size_t count, size_t* chosen);
 /* Runs the kernel alone once the device's earlier work is done and reports
  * device and wall nanoseconds (device times need "profile": true). */
-int uvcl_timed_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_timing_cb on_timed,
+UVCL_EXPORT int uvcl_timed_launch(uvcl_engine_t* engine, const uvcl_launch_t* launch, uvcl_timing_cb on_timed,
                       void* user_data);
 
 static inline uvcl_arg_t uvcl_arg_buffer(uvcl_buffer_t b) {
@@ -321,42 +323,42 @@ static inline uvcl_arg_t uvcl_arg_double(double v) { return uvcl_arg_scalar(UVCL
 static inline uvcl_arg_t uvcl_arg_half_bits(uint16_t bits) { return uvcl_arg_scalar(UVCL_HALF, &bits, sizeof bits); }
 
 /* IEEE binary16 <-> binary32, round to nearest even. */
-uint16_t uvcl_float_to_half(float f);
-float uvcl_half_to_float(uint16_t bits);
+UVCL_EXPORT uint16_t uvcl_float_to_half(float f);
+UVCL_EXPORT float uvcl_half_to_float(uint16_t bits);
 
 /* --- sync points and error scopes ------------------------------------------ */
 
 /* on_done runs once everything submitted so far is done, with the first
  * error of the commands made since the previous drain outside any error
  * scope. on_done may be NULL. */
-int uvcl_drain(uvcl_engine_t* engine, uvcl_done_cb on_done, void* user_data);
+UVCL_EXPORT int uvcl_drain(uvcl_engine_t* engine, uvcl_done_cb on_done, void* user_data);
 /* Errors of the commands made until the matching pop go to that scope. */
-int uvcl_push_error_scope(uvcl_engine_t* engine);
+UVCL_EXPORT int uvcl_push_error_scope(uvcl_engine_t* engine);
 /* Closes the innermost scope; on_done (required) runs once every command made
  * before the call is done, with the first error of the scope's commands. */
-int uvcl_pop_error_scope(uvcl_engine_t* engine, uvcl_done_cb on_done, void* user_data);
+UVCL_EXPORT int uvcl_pop_error_scope(uvcl_engine_t* engine, uvcl_done_cb on_done, void* user_data);
 
 /* --- driving the loop ------------------------------------------------------ */
 
 /* Non-blocking: submits windows, collects completions, runs due callbacks. */
-int uvcl_poll(uvcl_engine_t* engine);
+UVCL_EXPORT int uvcl_poll(uvcl_engine_t* engine);
 /* Runs the loop until done(user_data) returns non-zero; an error inside a
  * callback, or when nothing in flight could make it true. */
-int uvcl_run_until(uvcl_engine_t* engine, uvcl_done_fn done, void* user_data);
+UVCL_EXPORT int uvcl_run_until(uvcl_engine_t* engine, uvcl_done_fn done, void* user_data);
 /* Drains and runs the loop until the drain completes: its result. */
-int uvcl_finish(uvcl_engine_t* engine);
+UVCL_EXPORT int uvcl_finish(uvcl_engine_t* engine);
 /* Reads `bytes` bytes into dst and runs the loop until they are there. */
-int uvcl_read_sync(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes);
+UVCL_EXPORT int uvcl_read_sync(uvcl_engine_t* engine, uvcl_buffer_t src, size_t offset, void* dst, size_t bytes);
 
 /* --- observing ------------------------------------------------------------- */
 
 /* Called once per failure, where it started, at the end of the engine's
  * step. NULL: none. */
-int uvcl_set_error_listener(uvcl_engine_t* engine, uvcl_done_cb listener, void* user_data);
-int uvcl_set_tracing(uvcl_engine_t* engine, int on);
+UVCL_EXPORT int uvcl_set_error_listener(uvcl_engine_t* engine, uvcl_done_cb listener, void* user_data);
+UVCL_EXPORT int uvcl_set_tracing(uvcl_engine_t* engine, int on);
 /* Chrome trace-event JSON of what was recorded; valid until the next call of
  * uvcl_trace_json on the engine. NULL on error. */
-const char* uvcl_trace_json(uvcl_engine_t* engine);
+UVCL_EXPORT const char* uvcl_trace_json(uvcl_engine_t* engine);
 
 /* uvcl::ScheduleEntry; its arrays are valid during the recorder's call. */
 typedef struct {
@@ -376,7 +378,7 @@ typedef struct {
 } uvcl_schedule_entry_t;
 typedef void (*uvcl_schedule_cb)(const uvcl_schedule_entry_t* entry, void* user_data);
 /* NULL recorder: stop recording. */
-int uvcl_set_schedule_recorder(uvcl_engine_t* engine, uvcl_schedule_cb recorder, void* user_data);
+UVCL_EXPORT int uvcl_set_schedule_recorder(uvcl_engine_t* engine, uvcl_schedule_cb recorder, void* user_data);
 
 /* uvcl::EngineStats. */
 typedef struct {
@@ -390,7 +392,7 @@ typedef struct {
   uint64_t process_builds, inline_builds, compiler_starts, compiler_failures, compiler_fallbacks;
   uint64_t callbacks, spin_ns, snapshots, polls;
 } uvcl_stats_t;
-int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out);
+UVCL_EXPORT int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out);
 
 #ifdef __cplusplus
 }

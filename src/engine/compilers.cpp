@@ -7,54 +7,14 @@
 // device's queue for an idle process. A result is only recorded here (the
 // binary, or the failure) and the loop woken: poll_builds loads the binary
 // and runs on_built from the engine's own step, as for any build.
-#include <dlfcn.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <string_view>
 
+#include "engine/compiler_path.hpp"
 #include "engine/engine_impl.hpp"
 
 namespace uvcl {
-
-namespace {
-
-// The folder of the object holding this function: libuvcl.so, or the
-// program that links uvcl statically.
-std::string own_folder() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&own_folder), &info) == 0 || info.dli_fname == nullptr) return {};
-  const std::string path = info.dli_fname;
-  const std::size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-// opencl.compiler if given; else next to libuvcl (a build tree: both are
-// built in src/), then from libuvcl's folder to the libexecdir of its
-// installation (the relative path from libdir, src/meson.build: an installed
-// tree wherever it was put), then the configured installation path.
-std::vector<std::string> compiler_candidates(const Config& config) {
-  if (!config.compiler.empty()) return {config.compiler};
-  std::vector<std::string> paths;
-  auto add = [&paths](std::string path) {
-    if (std::find(paths.begin(), paths.end(), path) == paths.end()) paths.push_back(std::move(path));
-  };
-  if (std::string dir = own_folder(); !dir.empty()) {
-    add(dir + "/uvcl-compiler");
-#ifdef UVCL_LIBEXEC_FROM_LIBDIR
-    if (!std::string_view(UVCL_LIBEXEC_FROM_LIBDIR).empty())
-      add((std::filesystem::path(dir) / UVCL_LIBEXEC_FROM_LIBDIR / "uvcl-compiler").lexically_normal().string());
-#endif
-  }
-#ifdef UVCL_COMPILER_INSTALLED
-  add(UVCL_COMPILER_INSTALLED);
-#endif
-  return paths;
-}
-
-}  // namespace
 
 bool Programs::build_in_process(std::uint64_t id, ProgramRec& p) {
   DeviceCompilers& dc = e.devices[p.device]->compilers;

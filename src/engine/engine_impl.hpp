@@ -35,7 +35,8 @@
 
 namespace uvcl {
 
-struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, sched::GraphNodes {
+// Hidden: a nested class takes its visibility from the exported Engine.
+struct UVCL_HIDDEN Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, sched::GraphNodes {
   Config config;
   std::unique_ptr<cl::Library> library;
   const cl::Api* api = nullptr;
@@ -102,7 +103,7 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   std::function<void()> on_closed;
   // Components with work still to enqueue from their own loop handles (a job
   // runner between chunks): busy, so run_until keeps turning the loop.
-  int loop_holds = 0;
+  int loop_holds = 0;  // BusyHold
   bool polling = false;
   // Config::spin_us: the loop spins until then (uv_hrtime) while busy.
   std::uint64_t spin_until_ns = 0;
@@ -182,14 +183,6 @@ struct Engine::Impl final : loop::Hooks, sched::EventRefs, sched::FailureSink, s
   template <class Finish>  // void(Command&); defined in launch.cpp, its only user
   Result<void> enqueue_launch(const Launch& l, Op op, Finish&& finish);
   void lose_device(std::uint32_t device, const Error& why);
-};
-
-// The engine's internals, for uvcl's own components built on its API.
-struct EngineAccess {
-  // Mutable access only through a mutable engine, whatever constness the
-  // pointer itself would allow.
-  // cppcheck-suppress constParameter
-  static Engine::Impl& impl(Engine& e) { return *e.impl_; }
 };
 
 // A call into the engine from which user callbacks may run: a loop handle's

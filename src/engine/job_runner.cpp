@@ -16,7 +16,6 @@
 #include "cl/devices.hpp"
 #include "cl/kernel_info.hpp"
 #include "engine/disk_pool.hpp"
-#include "engine/engine_impl.hpp"
 #include "engine/kernel_library.hpp"
 #include "engine/param_check.hpp"
 #include "files.hpp"
@@ -198,7 +197,7 @@ class JobRun : public std::enable_shared_from_this<JobRun> {
     uv_idle_t idle{};
     std::shared_ptr<JobRun> run;
     int open = 0;
-    bool holds = false;  // counted in the engine's loop_holds
+    BusyHold hold;  // keeps run_until turning the loop between chunks
   };
   Turns* turns_ = nullptr;
   std::weak_ptr<const void> engine_alive_;
@@ -577,8 +576,7 @@ void JobRun::open_turns() {
   turns_ = t;
   // The engine may be idle between two chunks (every enqueued launch done):
   // the hold keeps run_until turning the loop until the last chunk is in.
-  ++EngineAccess::impl(engine_).loop_holds;
-  t->holds = true;
+  t->hold = engine_.hold_busy();
   uv_check_start(&t->check, on_turn);
   uv_idle_start(&t->idle, keep_polling);
 }
@@ -623,7 +621,7 @@ void JobRun::close_turns() {
   Turns* t = turns_;
   if (!t) return;
   turns_ = nullptr;
-  if (t->holds && !engine_alive_.expired()) --EngineAccess::impl(engine_).loop_holds;
+  t->hold.release();
   uv_check_stop(&t->check);
   uv_idle_stop(&t->idle);
   t->run.reset();

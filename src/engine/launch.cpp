@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <span>
+#include <utility>
 
 #include "engine/engine_impl.hpp"
 #include "engine/param_check.hpp"
@@ -231,6 +232,34 @@ Result<void> Engine::launch(const Launch& l, LaunchDoneFn on_done, void* user_da
 }
 
 std::weak_ptr<const void> Engine::lifetime() const { return impl_->lifetime; }
+
+BusyHold Engine::hold_busy() {
+  ++impl_->loop_holds;
+  impl_->update_busy();
+  return BusyHold(this, impl_->lifetime);
+}
+
+BusyHold::BusyHold(BusyHold&& other) noexcept
+    : engine_(std::exchange(other.engine_, nullptr)), alive_(std::move(other.alive_)) {}
+
+BusyHold& BusyHold::operator=(BusyHold&& other) noexcept {
+  if (this != &other) {
+    release();
+    engine_ = std::exchange(other.engine_, nullptr);
+    alive_ = std::move(other.alive_);
+  }
+  return *this;
+}
+
+BusyHold::~BusyHold() { release(); }
+
+void BusyHold::release() {
+  Engine* engine = std::exchange(engine_, nullptr);
+  if (engine == nullptr || alive_.expired()) return;
+  alive_.reset();
+  --engine->impl_->loop_holds;
+  engine->impl_->update_busy();
+}
 
 Result<void> Engine::check_launch(const Launch& l) {
   auto k = impl_->launched_kernel(l);

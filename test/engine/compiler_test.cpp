@@ -1,7 +1,6 @@
 // Builds in the compiler process (opencl.compile "process", the default):
 // real PoCL, the real uvcl-compiler, and stand-ins (shell scripts) for a
 // compiler that breaks the protocol or cannot start.
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +14,7 @@
 #include "../child_process.hpp"
 #include "../watchdog.hpp"
 #include "compiler/protocol.hpp"
+#include "engine/compiler_path.hpp"
 #include "engine/job_runner.hpp"
 #include "engine_fixture.hpp"
 #include "json/job.hpp"
@@ -73,12 +73,11 @@ std::string script(const std::string& name, const std::string& body) {
   return path;
 }
 
-// The real uvcl-compiler: next to libuvcl, as the engine finds it.
+// The real uvcl-compiler, found as the engine finds it.
 std::string real_compiler() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&uvcl::validate_config), &info) == 0 || !info.dli_fname) return {};
-  const std::string lib = info.dli_fname;
-  return lib.substr(0, lib.rfind('/')) + "/uvcl-compiler";
+  for (const std::string& path : uvcl::compiler_candidates(uvcl::Config{}))
+    if (::access(path.c_str(), X_OK) == 0) return path;
+  return {};
 }
 
 constexpr const char* kReady = R"(printf '\001\000\000\000\000\000\000\000')";
