@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""Merges benchmark JSON files and writes docs/BENCHMARKS.md from them.
+"""Merges benchmark JSON files and writes the full report (bench-results/report.md) from them.
 
     report.py merge --out bench-results/pocl.json --main uvcl.json
                     [--pyopencl py.json] [--cross cross.json] [--cross-pyopencl pyx.json]
                     [--variant NAME=file.json ...]
     report.py doc --pocl bench-results/pocl.json [--h200 bench-results/h200.json] [--h100 bench-results/h100.json]
-                  [--notes bench/notes.md] [--img docs/img] --out docs/BENCHMARKS.md
+                  [--notes bench/notes.md] [--img docs/img] --out bench-results/report.md
 
 Every number in the document comes from the JSON files; the analysis text
 comes from bench/notes.md (one "## N" section per figure, plus "## stops",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the uvcl benchmark suite on the default PoCL device and regenerates
-# docs/BENCHMARKS.md from the results.
+# its full report (bench-results/report.md) from the results.
 #
 #   scripts/bench.sh [--quick] [--doc-only] [--h200 FILE] [-- uvcl_bench args...]
 #
@@ -12,7 +12,7 @@
 #   pocl-pyopencl*.json  bench/pyopencl_bench.py (skipped when pyopencl is not importable)
 #   pocl.json            all of the above merged (bench/report.py merge)
 # then docs/img/*.png (bench/plot.py, if matplotlib is there) and
-# docs/BENCHMARKS.md (bench/report.py doc), adding the GPU columns from
+# bench-results/report.md (bench/report.py doc), adding the GPU columns from
 # bench-results/h200.json (or --h200 FILE) when present.
 #
 # Environment: BUILD_DIR (default build-bench), BENCH_MAX_LOAD (wait up to
@@ -105,5 +105,5 @@ h200_args=()
 "$py" bench/plot.py --pocl "$out/pocl.json" "${h200_args[@]}" --out docs/img || true
 gpu_args=("${h200_args[@]}")
 [ -f "$out/h100.json" ] && gpu_args+=(--h100 "$out/h100.json")  # a later build, run where only an H100 was lent
-"$py" bench/report.py doc --pocl "$out/pocl.json" "${gpu_args[@]}" --img docs/img --out docs/BENCHMARKS.md
+"$py" bench/report.py doc --pocl "$out/pocl.json" "${gpu_args[@]}" --img docs/img --out "$out/report.md"
 exit $status
