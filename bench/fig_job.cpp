@@ -16,8 +16,8 @@
 
 #include "bench_cl.hpp"
 #include "bench_figure.hpp"
-#include "engine/job_runner.hpp"
-#include "json/job.hpp"
+#include "program/job_runner.hpp"
+#include "program/job.hpp"
 
 namespace bench {
 namespace {

@@ -3,7 +3,8 @@
 #   scripts/fuzz.sh build                 build all targets into $FUZZ_DIR
 #   scripts/fuzz.sh TARGET SECONDS [ARGS]  fuzz TARGET (config|job|safetensors)
 #   scripts/fuzz.sh TARGET corpus          run the seed corpus once (regression)
-# The JSON parsers depend only on src/json, src/files.cpp, src/status.cpp,
+# The JSON parsers depend only on src/json, the job and tensor parsers of
+# src/program, src/files.cpp, src/status.cpp,
 # src/types.cpp and simdjson, so the targets are compiled directly with clang++ instead of a
 # second full Meson configuration.
 set -euo pipefail
@@ -14,12 +15,12 @@ targets=(config job safetensors)
 
 build_one() {
   local t=$1 out=$FUZZ_DIR/fuzz_$1
-  local srcs=("$root"/src/json/*.cpp "$root"/src/files.cpp "$root"/src/status.cpp "$root"/src/types.cpp
+  local srcs=("$root"/src/json/*.cpp "$root"/src/program/{job,safetensors,untrusted_source}.cpp "$root"/src/files.cpp "$root"/src/status.cpp "$root"/src/types.cpp
               "$root/test/fuzz/fuzz_$t.cpp")
   # Rebuild only when a source is newer than the binary.
   if [[ -x $out ]]; then
     local newer=0
-    for s in "${srcs[@]}" "$root"/src/json/*.hpp "$root"/include/uvcl/*.hpp; do
+    for s in "${srcs[@]}" "$root"/src/json/*.hpp "$root"/src/program/{job,safetensors,untrusted_source}.hpp "$root"/include/uvcl/*.hpp; do
       [[ $s -nt $out ]] && newer=1 && break
     done
     [[ $newer == 0 ]] && return 0

@@ -3,6 +3,7 @@
 
 #include "cl/api.hpp"
 #include "cl/devices.hpp"
+#include "program/device_json.hpp"
 #include "cli.hpp"
 
 namespace uvcl::cli {
@@ -25,7 +26,7 @@ int cmd_devices(const Args& a, const uvcl::Config& config) {
   if (a.json) {
     std::string out = "[";
     for (std::size_t i = 0; i < devices->size(); ++i)
-      out += (i ? ",\n " : "") + uvcl::cl::device_info_json((*devices)[i].info);
+      out += (i ? ",\n " : "") + uvcl::device_info_json((*devices)[i].info);
     std::printf("%s]\n", out.c_str());
     return 0;
   }

@@ -9,9 +9,9 @@
 #include <uv.h>
 
 #include "cli.hpp"
-#include "engine/job_runner.hpp"
-#include "engine/kernel_library.hpp"
-#include "json/job.hpp"
+#include "program/job_runner.hpp"
+#include "program/kernel_library.hpp"
+#include "program/job.hpp"
 #include "json/json_util.hpp"
 #include "uvcl/engine.hpp"
 

@@ -24,13 +24,14 @@
 
 #include "answer_budget.hpp"
 #include "cl/devices.hpp"
+#include "program/device_json.hpp"
 #include "cli.hpp"
-#include "engine/job_runner.hpp"
-#include "engine/kernel_library.hpp"
+#include "program/job_runner.hpp"
+#include "program/kernel_library.hpp"
 #include "files.hpp"
-#include "http/server.hpp"
+#include "program/http/server.hpp"
 #include "job_answer.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 #include "uvcl/engine.hpp"
 
 namespace uvcl::cli {
@@ -620,7 +621,7 @@ std::string App::devices_json() const {
   std::string out = "[";
   for (std::size_t i = 0; i < engine_->device_count(); ++i) {
     if (i) out += ", ";
-    out += cl::device_info_json(*engine_->device(i));
+    out += device_info_json(*engine_->device(i));
   }
   return out + "]\n";
 }

@@ -6,9 +6,9 @@
 #include <optional>
 
 #include "cli.hpp"
-#include "engine/job_runner.hpp"
-#include "engine/tune.hpp"
-#include "json/job.hpp"
+#include "program/job_runner.hpp"
+#include "program/tune.hpp"
+#include "program/job.hpp"
 #include "json/json_util.hpp"
 #include "uvcl/engine.hpp"
 

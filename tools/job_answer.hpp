@@ -18,9 +18,9 @@
 #include <memory>
 #include <string>
 
-#include "engine/job_runner.hpp"
-#include "http/server.hpp"
-#include "json/job.hpp"
+#include "program/job_runner.hpp"
+#include "program/http/server.hpp"
+#include "program/job.hpp"
 #include "uvcl/engine.hpp"
 
 namespace uvcl::cli {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace {
 

@@ -11,7 +11,7 @@
 //       "queues": "auto",                 // in-order queues per device, 1..64 or "auto" (below)
 //       "window": 100,                    // micro-batch window, 1..65536
 //       "library": "/path/libOpenCL.so.1",// tried before the default names
-//       "absorb_sigabrt": false,          // install the seed's SIGABRT handler
+//       "absorb_sigabrt": false,          // install zyx's SIGABRT handler
 //       "cache_dir": null | "dir",        // on-disk program binary cache
 //       "program_memo": 64,               // built programs kept in memory, 0..4096
 //       "profile": false,                 // profiling queues (device times in traces)
@@ -68,7 +68,7 @@ inline constexpr unsigned kMaxCompilers = 64;
 inline constexpr unsigned kMaxCompileTimeoutMs = 86400000;  // a day
 inline constexpr unsigned kMaxCompilerIdleMs = 86400000;
 // The options every build gets unless opencl.build_options says otherwise
-// (the seed backend's set).
+// (zyx's OpenCL backend's set).
 inline constexpr const char* kDefaultBuildOptions = "-cl-finite-math-only -cl-no-signed-zeros -cl-mad-enable";
 
 // Which commands get an OpenCL event of their own. Awaited: only those

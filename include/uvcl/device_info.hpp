@@ -35,7 +35,6 @@ struct DeviceInfo {
   // 1; any other device: 32 (a common SIMD width; documented in config.md).
   std::uint32_t warp_size = 0;
   bool fp16 = false, fp64 = false;
-  bool bf16 = false;  // OpenCL has no bf16 extension uvcl uses: always false
   bool matrix_units = false;  // cl_intel_subgroup_matrix_multiply_accumulate
   std::uint64_t profiling_timer_resolution_ns = 0;
   std::string extensions;

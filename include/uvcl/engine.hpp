@@ -35,14 +35,13 @@
 
 #include "uvcl/config.hpp"
 #include "uvcl/device_info.hpp"
+#include "uvcl/kernel_param.hpp"
 #include "uvcl/status.hpp"
 #include "uvcl/types.hpp"
 
 struct uv_loop_s;
 
 namespace uvcl {
-
-struct EngineAccess;
 
 // Handles are plain ids; a stale or foreign one is an InvalidArgument error.
 struct Buffer {
@@ -56,35 +55,6 @@ struct Program {
 struct Kernel {
   std::uint64_t id = 0;
   friend bool operator==(Kernel, Kernel) = default;
-};
-
-// How a kernel uses a parameter. Inferred from kernel argument info
-// (`const __global T*` and `__constant` read-only, other `__global` written,
-// `__local` local, the rest scalar) unless declared when the kernel is made;
-// a `__global` pointer the kernel's source only ever stores through
-// (`NAME[i] = ...`, nothing else; no preprocessor directive but #pragma) is
-// inferred WriteOnly instead of Written. Written: read and written.
-// WriteOnly: the kernel reads nothing the launch did not write first, so the
-// launch neither waits for nor inherits a failure of the buffer's previous
-// contents; it makes a poisoned buffer valid again.
-enum class ParamAccess { ReadOnly, Written, Scalar, Local, WriteOnly };
-
-struct KernelParam {
-  std::string name;
-  std::string type_name;       // as the compiler reports it ("float*", "uint")
-  ParamAccess access = ParamAccess::Scalar;
-  std::size_t scalar_size = 0; // bytes for scalars; 0 when unknown
-  // Why uvcl cannot pass an argument for this parameter, or null when it
-  // can: an image, a sampler, a pipe or device queue, or a by-value type
-  // whose size uvcl cannot determine (a struct, a union, a typedef name).
-  // Every launch of the kernel is refused (IncorrectKernelArg) naming the
-  // parameter, its type and this reason.
-  const char* unsupported = nullptr;
-  // The kernel's source shows each work-item g of dimension 0 storing
-  // element g of this parameter unconditionally (`p[get_global_id(0)] = ...`
-  // in the body's outermost block, no return or goto; g below 2^31), and
-  // nothing reading it. False when unknown.
-  bool writes_each_item = false;
 };
 
 struct KernelArg {
@@ -101,7 +71,7 @@ struct KernelArg {
   static KernelArg local(std::size_t bytes) { KernelArg a; a.kind = Kind::Local; a.local_bytes = bytes; return a; }
 };
 
-// One axis of the global size: a work-item count, or — as in the seed — the
+// One axis of the global size: a work-item count, or — as in zyx — the
 // value of a scalar launch argument times the local size of that axis.
 struct GlobalAxis {
   std::size_t items = 0;
@@ -147,7 +117,7 @@ enum class WriteMode {
 // Pinned host memory of one device's context (Engine::alloc_host). Borrow
 // writes from it and read_into() into it run at the pinned transfer rate
 // with no copy on the host; from pageable memory the driver stages the bytes
-// itself (7 GB/s against 55 GB/s pinned on an H200). The bytes stay valid
+// itself, several times slower on a GPU. The bytes stay valid
 // until release(HostMemory) or the engine's destruction, whichever is first.
 struct HostMemory {
   std::uint64_t id = 0;

@@ -19,7 +19,7 @@ namespace uvcl {
 
 enum class Status {
   Ok,
-  // The seed backend's set, less what uvcl never produces (a failed free or
+  // zyx's OpenCL backend's set, less what uvcl never produces (a failed free or
   // teardown has no caller left to tell).
   Initialization,
   DyLibNotFound,

@@ -124,7 +124,7 @@ typedef struct {
   size_t max_work_item_sizes[3];  /* per axis; unused axes 0 */
   uint64_t max_global_sizes[3];
   uint32_t preferred_float_vector_width, warp_size;
-  int fp16, fp64, bf16, matrix_units;
+  int fp16, fp64, matrix_units;
   uint64_t profiling_timer_resolution_ns;
   const char* extensions;
 } uvcl_device_info_t;
@@ -380,7 +380,11 @@ typedef void (*uvcl_schedule_cb)(const uvcl_schedule_entry_t* entry, void* user_
 /* NULL recorder: stop recording. */
 UVCL_EXPORT int uvcl_set_schedule_recorder(uvcl_engine_t* engine, uvcl_schedule_cb recorder, void* user_data);
 
-/* uvcl::EngineStats. */
+/* uvcl::EngineStats. Later versions add fields at the end only: pass
+ * sizeof(uvcl_stats_t) as out_size. The library writes the fields it has
+ * that fit in out_size and sets the rest of out_size's bytes to 0, so a
+ * program built against an older or newer uvcl.h reads what both know.
+ * out_size: a non-zero multiple of 8. */
 typedef struct {
   uint64_t launches, writes, reads, copies;
   uint64_t bytes_to_device, bytes_from_device, bytes_copied;
@@ -392,7 +396,7 @@ typedef struct {
   uint64_t process_builds, inline_builds, compiler_starts, compiler_failures, compiler_fallbacks;
   uint64_t callbacks, spin_ns, snapshots, polls;
 } uvcl_stats_t;
-UVCL_EXPORT int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out);
+UVCL_EXPORT int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out, size_t out_size);
 
 #ifdef __cplusplus
 }

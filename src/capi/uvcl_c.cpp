@@ -4,6 +4,8 @@
 // function pointer and user data inside the engine's callbacks.
 #include "uvcl/uvcl.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <new>
@@ -287,7 +289,6 @@ int uvcl_device_info(const uvcl_engine_t* engine, size_t device, uvcl_device_inf
   out->warp_size = d.warp_size;
   out->fp16 = d.fp16;
   out->fp64 = d.fp64;
-  out->bf16 = d.bf16;
   out->matrix_units = d.matrix_units;
   out->profiling_timer_resolution_ns = d.profiling_timer_resolution_ns;
   out->extensions = d.extensions.c_str();
@@ -629,11 +630,15 @@ int uvcl_set_schedule_recorder(uvcl_engine_t* engine, uvcl_schedule_cb recorder,
   return 0;
 }
 
-int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out) {
+int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out, size_t out_size) {
   UVCL_ENGINE(engine);
   if (out == nullptr) return invalid(engine, "stats: out is NULL");
+  if (out_size == 0 || out_size % sizeof(std::uint64_t) != 0)
+    return invalid(engine, "stats: out_size (" + std::to_string(out_size) +
+                               ") is not a non-zero multiple of 8 (sizeof(uvcl_stats_t) is " +
+                               std::to_string(sizeof(uvcl_stats_t)) + ")");
   const uvcl::EngineStats s = eng->stats();
-  *out = uvcl_stats_t{s.launches, s.writes, s.reads, s.copies,
+  const uvcl_stats_t all{s.launches, s.writes, s.reads, s.copies,
                       s.bytes_to_device, s.bytes_from_device, s.bytes_copied,
                       s.submitted, s.failed, s.flushes, s.cross_queue_waits,
                       s.status_queries, s.events, s.fences,
@@ -642,6 +647,9 @@ int uvcl_stats(const uvcl_engine_t* engine, uvcl_stats_t* out) {
                       s.program_memo_hits, s.program_memo_misses,
                       s.process_builds, s.inline_builds, s.compiler_starts, s.compiler_failures, s.compiler_fallbacks,
                       s.callbacks, s.spin_ns, s.snapshots, s.polls};
+  const std::size_t known = std::min(out_size, sizeof all);
+  std::memcpy(out, &all, known);
+  std::memset(reinterpret_cast<unsigned char*>(out) + known, 0, out_size - known);
   return 0;
 }
 

@@ -24,7 +24,7 @@ struct Device {
 // zero devices, no error); otherwise those platform indexes (an index beyond
 // the platform count is a DeviceEnumeration error naming it). A platform that
 // fails to enumerate its devices is skipped; with `debug` a line saying why
-// goes to stderr, and each device found is printed like the seed does.
+// goes to stderr, and each device found is printed like zyx does.
 Result<std::vector<Device>> enumerate_devices(const Api& api,
                                               const std::optional<std::vector<std::size_t>>& platform_ids,
                                               bool debug);
@@ -40,10 +40,5 @@ Result<DeviceInfo> query_device_info(const Api& api, cl_platform_id platform, cl
 // Whether the space-separated CL_DEVICE_EXTENSIONS string lists `name`
 // (a whole word: cl_khr_fp16 does not match cl_khr_fp16_foo).
 bool has_extension(std::string_view extensions, std::string_view name) noexcept;
-
-// Every DeviceInfo field as one JSON object (valid UTF-8; driver strings
-// escaped, invalid bytes replaced by U+FFFD), for `uvcl devices --json` and
-// run reports. Integers are exact (no double rounding on output).
-std::string device_info_json(const DeviceInfo& d);
 
 }  // namespace uvcl::cl

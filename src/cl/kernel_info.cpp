@@ -4,6 +4,8 @@
 #include <cctype>
 #include <tuple>
 
+#include "uvcl/types.hpp"
+
 namespace uvcl::cl {
 
 std::size_t type_size(std::string name) {

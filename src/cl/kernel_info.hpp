@@ -10,7 +10,8 @@
 #include <vector>
 
 #include "cl/api.hpp"
-#include "uvcl/engine.hpp"
+#include "uvcl/kernel_param.hpp"
+#include "uvcl/status.hpp"
 
 namespace uvcl::cl {
 

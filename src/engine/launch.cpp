@@ -11,7 +11,7 @@
 #include <utility>
 
 #include "engine/engine_impl.hpp"
-#include "engine/param_check.hpp"
+#include "cl/param_check.hpp"
 
 namespace uvcl {
 

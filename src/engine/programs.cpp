@@ -6,7 +6,7 @@
 #include "cl/kernel_info.hpp"
 #include "cl/source_access.hpp"
 #include "engine/engine_impl.hpp"
-#include "engine/param_check.hpp"
+#include "cl/param_check.hpp"
 
 namespace uvcl {
 

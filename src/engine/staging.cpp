@@ -40,7 +40,6 @@ Result<Staging> StagingPool::acquire(std::size_t bytes) {
       free_[k].pop_back();
       --free_blocks_;
       cached_ -= s.capacity;
-      ++live_;
       live_bytes_ += s.capacity;
       return s;
     }
@@ -57,13 +56,11 @@ Result<Staging> StagingPool::acquire(std::size_t bytes) {
       ++free_blocks_;
       cached_ += want;
     }
-    ++live_;
     live_bytes_ += want;
     return Staging{slab->mem, base, want, true};
   }
   auto s = map_new(want);
   if (!s) return std::move(s).error();
-  ++live_;
   live_bytes_ += want;
   return s;
 }
@@ -87,7 +84,6 @@ Result<Staging> StagingPool::map_new(std::size_t want) {
 
 void StagingPool::give_back(Staging s) {
   if (!s) return;
-  --live_;
   live_bytes_ -= s.capacity;
   if (!s.in_slab && cached_ + s.capacity > kMaxCachedBytes) {
     destroy(s);

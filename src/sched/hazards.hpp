@@ -3,7 +3,7 @@
 // Per buffer: the last writer (queue, command) and, per queue, the last
 // reader since that write. A read waits for the writer if it runs on another
 // queue. A write waits for the writer and for EVERY reader since that write on
-// other queues (the seed kept only the last user: a WAR race). Waits that are
+// other queues (keeping only the last user would be a WAR race). Waits that are
 // already satisfied — a command of the same in-order queue, or a completed
 // one — are dropped. Tracking persists across windows.
 #pragma once

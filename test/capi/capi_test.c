@@ -199,8 +199,21 @@ static void test_write_launch_read(void) {
   CHECK(back[63] == 16 * 63, e);
 
   uvcl_stats_t s;
-  CHECK(uvcl_stats(e, &s) == 0, e);
+  CHECK(uvcl_stats(e, &s, sizeof s) == 0, e);
   CHECK(s.launches == 4 && s.writes == 1 && s.live_buffers == 1, e);
+  /* An older caller's smaller struct gets its prefix only; a newer one's
+     fields beyond this library's are zeroed. */
+  uint64_t older[3] = {7, 7, 7};
+  CHECK(uvcl_stats(e, (uvcl_stats_t*)older, 2 * sizeof(uint64_t)) == 0, e);
+  CHECK(older[0] == 4 && older[1] == 1 && older[2] == 7, e);
+  struct {
+    uvcl_stats_t known;
+    uint64_t later[2];
+  } newer;
+  memset(&newer, 0xff, sizeof newer);
+  CHECK(uvcl_stats(e, (uvcl_stats_t*)&newer, sizeof newer) == 0, e);
+  CHECK(newer.known.launches == 4 && newer.later[0] == 0 && newer.later[1] == 0, e);
+  CHECK(uvcl_stats(e, &s, 0) == UVCL_EINVALID_ARGUMENT && uvcl_stats(e, &s, 12) == UVCL_EINVALID_ARGUMENT, e);
 
   CHECK(uvcl_buffer_release(e, buf) == 0, e);
   CHECK(uvcl_kernel_release(e, k) == 0, e);
@@ -327,11 +340,11 @@ static void test_transfers(void) {
   CHECK(uvcl_read_into(e, b, 0, hm.data, 4096, on_done, &into) == 0, e);
   CHECK(uvcl_host_release(e, &hm) == 0, e); /* deferred: the read is in flight */
   uvcl_stats_t s;
-  CHECK(uvcl_stats(e, &s) == 0 && s.host_memory_bytes > 0, e);
+  CHECK(uvcl_stats(e, &s, sizeof s) == 0 && s.host_memory_bytes > 0, e);
   CHECK(uvcl_finish(e) == 0, e);
   CHECK(filled.calls == 1 && copied.calls == 1 && into.calls == 1, e);
   CHECK(filled.status == 0 && copied.status == 0 && into.status == 0, e);
-  CHECK(uvcl_stats(e, &s) == 0 && s.host_memory_bytes == 0, e);
+  CHECK(uvcl_stats(e, &s, sizeof s) == 0 && s.host_memory_bytes == 0, e);
   unsigned last = 0;
   CHECK(uvcl_read_sync(e, b, 4092, &last, 4) == 0 && last == pattern, e);
   CHECK(uvcl_host_release(e, &hm) == UVCL_EINVALID_ARGUMENT, e);

@@ -181,7 +181,6 @@ TEST_F(ClDevicesFake, GpuWithoutVendorQueriesGetsTheDefaults) {
   EXPECT_EQ(info.profiling_timer_resolution_ns, 1000u);
   EXPECT_FALSE(info.fp16);
   EXPECT_FALSE(info.fp64);  // neither the extension nor CL_DEVICE_DOUBLE_FP_CONFIG
-  EXPECT_FALSE(info.bf16);
   EXPECT_FALSE(info.matrix_units);
   EXPECT_EQ((*devices)[0].id, reinterpret_cast<cl_device_id>(&gpu));
   EXPECT_EQ((*devices)[0].platform, reinterpret_cast<cl_platform_id>(&p));

@@ -4,7 +4,7 @@
 
 #include <optional>
 
-#include "engine/disk_pool.hpp"
+#include "program/disk_pool.hpp"
 #include "st_util.hpp"
 #include "uvcl/engine.hpp"
 

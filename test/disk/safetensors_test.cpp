@@ -5,7 +5,7 @@
 #include <simdjson.h>
 #include <sys/mman.h>
 
-#include "json/safetensors.hpp"
+#include "program/safetensors.hpp"
 #include "st_util.hpp"
 
 namespace uvcl::safetensors_test {

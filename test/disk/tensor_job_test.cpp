@@ -5,9 +5,9 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/disk_pool.hpp"
-#include "engine/job_runner.hpp"
-#include "json/job.hpp"
+#include "program/disk_pool.hpp"
+#include "program/job_runner.hpp"
+#include "program/job.hpp"
 #include "st_util.hpp"
 #include "uvcl/engine.hpp"
 

@@ -3,9 +3,9 @@
 
 #include <optional>
 
-#include "engine/job_runner.hpp"
-#include "engine/tune.hpp"
-#include "json/job.hpp"
+#include "program/job_runner.hpp"
+#include "program/tune.hpp"
+#include "program/job.hpp"
 #include "uvcl/engine.hpp"
 
 namespace uvcl::tune_test {

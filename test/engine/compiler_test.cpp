@@ -15,9 +15,9 @@
 #include "../watchdog.hpp"
 #include "compiler/protocol.hpp"
 #include "engine/compiler_path.hpp"
-#include "engine/job_runner.hpp"
+#include "program/job_runner.hpp"
 #include "engine_fixture.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace uvcl::testing::compiler_tests {
 

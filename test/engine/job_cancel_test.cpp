@@ -15,10 +15,10 @@
 
 #include <uv.h>
 
-#include "engine/job_runner.hpp"
-#include "engine/kernel_library.hpp"
+#include "program/job_runner.hpp"
+#include "program/kernel_library.hpp"
 #include "engine_fixture.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace uvcl::job_cancel_test {
 

@@ -16,9 +16,9 @@
 
 #include "../child_process.hpp"
 #include "../watchdog.hpp"
-#include "engine/job_runner.hpp"
+#include "program/job_runner.hpp"
 #include "engine_test_util.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 #include "uvcl/uvcl.h"
 
 namespace uvcl::testing::job_devices {

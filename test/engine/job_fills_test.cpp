@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/job_runner.hpp"
+#include "program/job_runner.hpp"
 #include "engine_fixture.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace uvcl::job_fills_test {
 

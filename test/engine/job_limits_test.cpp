@@ -10,9 +10,9 @@
 #include <string>
 
 #include "../watchdog.hpp"
-#include "engine/job_runner.hpp"
+#include "program/job_runner.hpp"
 #include "engine_fixture.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace uvcl::job_limits_test {
 

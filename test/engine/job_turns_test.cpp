@@ -11,9 +11,9 @@
 
 #include <uv.h>
 
-#include "engine/job_runner.hpp"
+#include "program/job_runner.hpp"
 #include "engine_fixture.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace uvcl::job_turns_test {
 

@@ -2,9 +2,9 @@
 // commands belong to the job's error scopes, so a failure of one job's launch
 // is reported in that job's result and never in another's (before, a job with
 // no outputs ended with a drain, which reported whatever failed in between).
-#include "engine/job_runner.hpp"
+#include "program/job_runner.hpp"
 #include "harness.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace uvcl::faults::job_scopes_test {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <span>
 
-#include "json/safetensors.hpp"
+#include "program/safetensors.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   std::span<const std::byte> file(reinterpret_cast<const std::byte*>(data), size);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "../watchdog.hpp"
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 namespace job_test {
 

@@ -1,11 +1,11 @@
 // What a kernel source or build options from the network may not hold, and
-// build logs without server paths (json/untrusted_source.hpp).
+// build logs without server paths (program/untrusted_source.hpp).
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "json/job.hpp"
-#include "json/untrusted_source.hpp"
+#include "program/job.hpp"
+#include "program/untrusted_source.hpp"
 
 namespace untrusted_source_test {
 

@@ -1,6 +1,6 @@
 // server.cpp — see server.hpp. Parsing is http_parser's; this file only
 // moves bytes between libuv and the parser and keeps each connection's state.
-#include "http/server.hpp"
+#include "program/http/server.hpp"
 
 #include <http_parser.h>
 

@@ -1,4 +1,4 @@
-#include "engine/tune.hpp"
+#include "program/tune.hpp"
 
 #include <algorithm>
 #include <memory>

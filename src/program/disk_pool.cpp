@@ -1,4 +1,4 @@
-#include "engine/disk_pool.hpp"
+#include "program/disk_pool.hpp"
 
 #include "files.hpp"
 

@@ -1,4 +1,4 @@
-#include "json/safetensors.hpp"
+#include "program/safetensors.hpp"
 
 #include <simdjson.h>
 

@@ -1,4 +1,4 @@
-#include "engine/job_runner.hpp"
+#include "program/job_runner.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -14,14 +14,15 @@
 #include <uv.h>
 
 #include "cl/devices.hpp"
+#include "program/device_json.hpp"
 #include "cl/kernel_info.hpp"
-#include "engine/disk_pool.hpp"
-#include "engine/kernel_library.hpp"
-#include "engine/param_check.hpp"
+#include "program/disk_pool.hpp"
+#include "program/kernel_library.hpp"
+#include "cl/param_check.hpp"
 #include "files.hpp"
 #include "json/json_util.hpp"
-#include "json/safetensors.hpp"
-#include "json/untrusted_source.hpp"
+#include "program/safetensors.hpp"
+#include "program/untrusted_source.hpp"
 
 namespace uvcl::job {
 
@@ -1138,7 +1139,7 @@ Result<RunResult> run_job_sync(Engine& engine, Job job, RunOptions options) {
 }
 
 std::string result_json(const Engine& engine, const RunResult& r) {
-  std::string out = "{\"device\": " + cl::device_info_json(*engine.device(r.device)) + ", \"outputs\": {";
+  std::string out = "{\"device\": " + device_info_json(*engine.device(r.device)) + ", \"outputs\": {";
   for (std::size_t i = 0; i < r.outputs.size(); ++i) {
     if (i) out += ", ";
     out += json::quote(r.outputs[i].name) + ": [";

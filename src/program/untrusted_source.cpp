@@ -1,4 +1,4 @@
-#include "json/untrusted_source.hpp"
+#include "program/untrusted_source.hpp"
 
 #include <array>
 #include <vector>

@@ -1,4 +1,4 @@
-#include "json/job.hpp"
+#include "program/job.hpp"
 
 #include <array>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include "files.hpp"
 #include "json/json_util.hpp"
-#include "json/untrusted_source.hpp"
+#include "program/untrusted_source.hpp"
 
 namespace uvcl::job {
 

@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <span>
 
-#include "uvcl/engine.hpp"
+#include "uvcl/kernel_param.hpp"
 
 namespace uvcl {
 

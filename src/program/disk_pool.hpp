@@ -24,7 +24,7 @@
 #include <string>
 #include <utility>
 
-#include "json/safetensors.hpp"
+#include "program/safetensors.hpp"
 #include "uvcl/engine.hpp"
 
 namespace uvcl::disk {

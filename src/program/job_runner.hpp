@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "json/job.hpp"
+#include "program/job.hpp"
 #include "uvcl/engine.hpp"
 
 namespace uvcl::job {
@@ -54,7 +54,7 @@ struct RunOptions {
   std::string base_dir = ".";          // "file" keys resolve against it
   bool allow_files = true;
   // Kernels from the network (uvcl serve): sources and options are checked
-  // again (json/untrusted_source.hpp), and build logs lose the server's paths.
+  // again (program/untrusted_source.hpp), and build logs lose the server's paths.
   bool untrusted_kernels = false;
   bool record_schedule = false;        // fills RunResult::schedule_json
   std::uint64_t max_buffer_bytes = 0;  // 0: no limit beyond the device's

@@ -1,4 +1,4 @@
-#include "engine/param_check.hpp"
+#include "cl/param_check.hpp"
 
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-#include "engine/kernel_library.hpp"
+#include "program/kernel_library.hpp"
 
 #include <dirent.h>
 #include <sys/stat.h>
