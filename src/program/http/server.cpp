@@ -499,7 +499,7 @@ int Connection::on_headers_complete(http_parser* p) {
   c.head_ = p->method == HTTP_HEAD;
   c.http10_ = p->http_minor == 0;
 
-  http_parser_url u;
+  http_parser_url u{};
   http_parser_url_init(&u);
   if (http_parser_parse_url(r.target.data(), r.target.size(), p->method == HTTP_CONNECT, &u) != 0)
     return c.reject(error_response(400, "BadRequest", "invalid request target"));
@@ -811,8 +811,7 @@ void Connection::last_written() {
 
 void Connection::on_shutdown(uv_shutdown_t* req, int status) {
   if (status == UV_ECANCELED) return;  // closing already
-  Connection& c = *static_cast<Connection*>(req->handle->data);
-  if (status < 0) c.close();
+  if (status < 0) static_cast<Connection*>(req->handle->data)->close();
 }
 
 // --- Responder ------------------------------------------------------------------
@@ -836,7 +835,7 @@ void Responder::on_abandoned(std::function<void()> callback) const {
 
 // --- Server -----------------------------------------------------------------------
 
-Server::Server(uv_loop_t* loop, Limits limits, Handler handler)
+Server::Server(uv_loop_t* loop, const Limits& limits, Handler handler)
     : loop_(loop), limits_(limits), handler_(std::move(handler)), read_buffer_(kReadBufferBytes) {
   // http_parser's own count includes the line ends; ours (in the callbacks)
   // does not. Either way the answer is 431.

@@ -157,7 +157,7 @@ struct ServerStats {
 
 class Server {
  public:
-  Server(uv_loop_t* loop, Limits limits, Handler handler);
+  Server(uv_loop_t* loop, const Limits& limits, Handler handler);
   // Requires that the server never listened or closed completely (the
   // on_closed callback of shutdown() ran).
   ~Server();
